@@ -1,0 +1,317 @@
+"""`Harness`: the public face. Registers the catalog, runs scripts, and owns the sandbox pool.
+
+A run reads top to bottom through the modules it uses: catalog (register) -> stubs -> check ->
+sandbox loop (runner, loop) -> dispatch -> result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.usage import UsageLimits
+
+from .budget import Budget
+from .catalog import Callee, CallKind
+from .check import CheckCache, CheckReport, failed_report
+from .context import RunScope
+from .dispatch import Dispatcher
+from .errors import WorkflowError
+from .events import EventHandler
+from .register import callee_from_agent, callee_from_function
+from .result import WorkflowResult
+from .runner import PrintCapture, ScriptRun, run_script
+from .sandbox import SandboxLimits, SandboxPool, default_workers
+from .stubs import render_inputs, render_stubs
+
+F = TypeVar('F', bound=Callable[..., Any])
+T = TypeVar('T')
+
+DEFAULT_SUB_AGENT_USAGE_LIMITS = UsageLimits(request_limit=50)
+
+
+def new_run_id() -> str:
+    """Sortable by creation time, unique across processes."""
+    return f'{int(time.time() * 1000):012x}{secrets.token_hex(3)}'
+
+
+class Harness:
+    """A catalog of sub-agents and tools, and the engine that runs scripts against it.
+
+    Budgets and policies are per run (one orchestrator run shares one budget across its scripts):
+    `max_agent_calls` (sub-agent calls, exact), `max_tool_calls` (host tool calls), `call_caps`
+    (per callee, exact), `max_concurrency` (calls in flight). `limits` bounds the sandbox:
+    `max_duration_secs` (sandbox CPU time; waiting on calls does not count), `max_memory` (bytes),
+    `max_suspensions`.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: str | None = '.harness/runs.db',
+        max_agent_calls: int = 50,
+        max_tool_calls: int | None = None,
+        max_concurrency: int | None = None,
+        call_caps: Mapping[str, int] | None = None,
+        limits: Mapping[str, Any] | None = None,
+        max_workers: int | None = None,
+        type_check: bool = True,
+        sub_agent_usage_limits: UsageLimits | None = DEFAULT_SUB_AGENT_USAGE_LIMITS,
+        inherit_model: bool = False,
+        max_retries: int = 3,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        if max_agent_calls < 1:
+            raise ValueError('max_agent_calls must be at least 1.')
+        if max_tool_calls is not None and max_tool_calls < 0:
+            raise ValueError('max_tool_calls must be 0 or more (None: no limit).')
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError('max_concurrency must be at least 1 (None: no limit).')
+        for name, cap in (call_caps or {}).items():
+            if cap < 0:
+                raise ValueError(f'call_caps[{name!r}] must be 0 or more.')
+        self.store_path = store
+        self.max_agent_calls = max_agent_calls
+        self.max_tool_calls = max_tool_calls
+        self.max_concurrency = max_concurrency
+        self.call_caps = dict(call_caps or {})
+        self.limits = SandboxLimits.from_mapping(limits)
+        self.type_check = type_check
+        self.sub_agent_usage_limits = sub_agent_usage_limits
+        self.inherit_model = inherit_model
+        self.max_retries = max_retries
+        self.on_event = on_event
+        self._callees: dict[str, Callee] = {}
+        self._stubs: str | None = None
+        self._pool = SandboxPool(max_workers=max_workers or default_workers(), limits=self.limits)
+        self._checks = CheckCache()
+        self._runner: asyncio.Runner | None = None
+        self._runner_lock = threading.Lock()
+
+    # -- the catalog ------------------------------------------------------------------------------
+
+    def add_agent(
+        self,
+        agent: AbstractAgent[Any, Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        params: type[BaseModel] | None = None,
+        inherit_model: bool | None = None,
+        side_effect: bool = False,
+        expose_errors: bool = False,
+    ) -> AbstractAgent[Any, Any]:
+        """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
+
+        With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
+        agent as a prompt rendered with `format_as_xml`.
+        """
+        callee = callee_from_agent(
+            agent,
+            name=name,
+            description=description,
+            params=params,
+            existing=set(self._callees),
+            inherit_model=self.inherit_model if inherit_model is None else inherit_model,
+            side_effect=side_effect,
+            expose_errors=expose_errors,
+        )
+        self._add(callee)
+        return agent
+
+    @overload
+    def subagent(self, fn: F, /) -> F: ...
+    @overload
+    def subagent(
+        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
+        expose_errors: bool = False,
+    ) -> Callable[[F], F]: ...
+    def subagent(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
+        return self._register_function('agent', fn, options)
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+    @overload
+    def tool(
+        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
+        expose_errors: bool = False,
+    ) -> Callable[[F], F]: ...
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`)."""
+        return self._register_function('tool', fn, options)
+
+    def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
+        def register(f: F) -> F:
+            self._add(callee_from_function(f, kind=kind, existing=set(self._callees), **{
+                'name': None, 'description': None, **options,
+            }))
+            return f
+
+        return register if fn is None else register(fn)
+
+    def _add(self, callee: Callee) -> None:
+        self._callees[callee.name] = callee
+        self._stubs = None
+
+    def remove(self, name: str) -> None:
+        """Unregister a callee (to replace a built-in, for example)."""
+        if name not in self._callees:
+            raise KeyError(f'no sub-agent or tool named {name!r}; registered: {sorted(self._callees)}')
+        del self._callees[name]
+        self._stubs = None
+
+    @property
+    def callees(self) -> Mapping[str, Callee]:
+        return dict(self._callees)
+
+    def stubs(self) -> str:
+        """The exact catalog text the model is shown and the checker checks scripts against."""
+        if self._stubs is None:
+            self._stubs = render_stubs(self._callees.values())
+        return self._stubs
+
+    # -- checking and running -------------------------------------------------------------------
+
+    async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
+        """Type check `code` without making any call (pure sandbox code before the first call may run)."""
+        stubs = self.stubs() + render_inputs(inputs or {})
+        key = self._checks.key(stubs, code)
+        known = await self._checks.claim(key)
+        if known is not None:
+            return known
+        import pydantic_monty as monty
+
+        report: CheckReport | None = None
+        try:
+            async with self._pool.session(stubs=stubs) as session:
+                try:
+                    await session.feed_start(code, inputs=dict(inputs) if inputs else None,
+                                             print_callback=lambda *_: None)
+                    report = CheckReport(ok=True)
+                except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
+                    from .loop import clean_traceback
+
+                    report = failed_report(clean_traceback(exc.display()))
+                except monty.MontyError:
+                    report = CheckReport(ok=True)  # it type-checked, then raised while running
+        finally:
+            self._checks.settle(key, report)
+        return report
+
+    def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
+        """Blocking twin of `acheck`; usable from sync and async code."""
+        return self._sync(self.acheck(code, inputs=inputs))
+
+    def new_scope(self, **kwargs: Any) -> RunScope:
+        """The state one orchestrator run shares across its scripts: one budget, deps, usage."""
+        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, **kwargs)
+        scope.budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
+        return scope
+
+    async def run(
+        self,
+        code: str,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        on_event: EventHandler | None = None,
+        scope: RunScope | None = None,
+    ) -> WorkflowResult:
+        """Check and run a script; return its final value, calls and output.
+
+        Raises a `WorkflowError` subclass on failure, carrying the completed calls and the output.
+        """
+        scope = scope or self.new_scope()
+        budget: Budget = scope.budget
+        run_id = new_run_id()
+        semaphore = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
+        dispatcher = Dispatcher(
+            run_id=run_id,
+            callees=dict(self._callees),
+            budget=budget,
+            scope=scope,
+            semaphore=semaphore,
+            on_event=on_event or self.on_event,
+        )
+        job = ScriptRun(
+            code=code,
+            stubs=self.stubs() + render_inputs(inputs or {}),
+            dispatcher=dispatcher,
+            inputs=dict(inputs) if inputs else None,
+            type_check=self.type_check,
+        )
+        printed = PrintCapture()
+        refused_before = budget.refused
+        value = await run_script(self._pool, self._checks, job, printed)
+        exhausted = budget.refused > refused_before
+        return WorkflowResult(
+            value=value,
+            run_id=run_id,
+            status='completed',
+            calls=dispatcher.calls,
+            printed=printed.text,
+            budget_exhausted=exhausted,
+            note=f'A call budget ran out during this script ({budget.summary()}); '
+            'no further calls of that kind can run.' if exhausted else None,
+        )
+
+    def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
+        """Blocking twin of `run`."""
+        return self._sync(self.run(code, **kwargs))
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Shut the sandbox workers down. The Harness reopens them if used again."""
+        await self._pool.aclose()
+
+    def close(self) -> None:
+        self._pool.close_sync()
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    async def __aenter__(self) -> Harness:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            with self._runner_lock:
+                if self._runner is None:
+                    self._runner = asyncio.Runner()
+            return self._runner.run(coro)
+        # Called from async code: run on a private thread rather than fail (the caller's loop waits).
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box['value'] = asyncio.run(coro)
+            except BaseException as exc:
+                box['error'] = exc
+
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+        if 'error' in box:
+            raise box['error']
+        return box['value']
+
+
+__all__ = ['Harness', 'WorkflowError', 'new_run_id']

@@ -1,0 +1,139 @@
+"""Turns what a user registers (a pydantic-ai Agent, an async function, a host tool) into a `Callee`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic_ai import format_as_xml
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_core import to_jsonable_python
+
+from .catalog import CallKind, Callee, check_name, model_params, params_from_function, return_adapter
+from .context import CallContext, RunScope
+from .errors import RegistrationError
+
+TASK_PARAMS = create_model(
+    'task_arguments',
+    __config__=ConfigDict(extra='forbid', strict=True),
+    task=(str, ...),
+)
+
+
+def callee_from_agent(
+    agent: AbstractAgent[Any, Any],
+    *,
+    name: str | None,
+    description: str | None,
+    params: type[BaseModel] | None,
+    existing: set[str],
+    inherit_model: bool = False,
+    side_effect: bool = False,
+    expose_errors: bool = False,
+) -> Callee:
+    """A sub-agent: `(*, task: str) -> <output>`, or the fields of `params` as keyword parameters."""
+    if not isinstance(agent, AbstractAgent):
+        raise RegistrationError(f'add_agent() takes a pydantic-ai Agent, got {type(agent).__name__}.')
+    resolved = check_name(name or agent.name, existing, what='sub-agent')
+    arguments = TASK_PARAMS if params is None else model_params(params, resolved)
+    returns = _agent_output_adapter(agent)
+
+    async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
+        prompt = args.task if params is None else format_as_xml(args, root_tag='input')  # type: ignore[attr-defined]
+        model = scope.model if inherit_model and scope.model is not None else None
+        result = await agent.run(
+            prompt,
+            deps=scope.deps,
+            model=model,
+            usage_limits=scope.sub_agent_usage_limits,
+        )
+        # Each sub-agent run counts its own requests (so 50 calls never trip the default 50-request
+        # limit of a shared counter); the orchestrator's report still gets the total.
+        if scope.usage is not None:
+            scope.usage.incr(result.usage())
+        return result.output
+
+    return Callee(
+        name=resolved,
+        kind='agent',
+        description=description if description is not None else agent.description,
+        params=arguments,
+        returns=returns,
+        invoke=invoke,
+        expose_errors=expose_errors,
+        side_effect=side_effect,
+    )
+
+
+def _agent_output_adapter(agent: AbstractAgent[Any, Any]) -> TypeAdapter[Any]:
+    output_type = getattr(agent, 'output_type', str)
+    try:
+        adapter = TypeAdapter(output_type)
+        adapter.json_schema(mode='serialization')
+        return adapter
+    except Exception:
+        return _JsonableAdapter(agent)
+
+
+class _JsonableAdapter(TypeAdapter[Any]):
+    """For output specs that are not a single type (a list of outputs, `ToolOutput`, ...)."""
+
+    def __init__(self, agent: AbstractAgent[Any, Any]) -> None:
+        super().__init__(Any)
+        self._agent = agent
+
+    def dump_python(self, instance: Any, /, **_: Any) -> Any:  # type: ignore[override]
+        return to_jsonable_python(instance)
+
+    def json_schema(self, **_: Any) -> dict[str, Any]:  # type: ignore[override]
+        return self._agent.output_json_schema()
+
+
+def callee_from_function(
+    fn: Callable[..., Any],
+    *,
+    kind: CallKind,
+    name: str | None,
+    description: str | None,
+    existing: set[str],
+    side_effect: bool = False,
+    expose_errors: bool = False,
+) -> Callee:
+    """A typed function: keyword parameters become the stub's parameters, the docstring its description."""
+    what = 'sub-agent' if kind == 'agent' else 'tool'
+    if not callable(fn):
+        raise RegistrationError(f'{what} must be a function, got {type(fn).__name__}.')
+    resolved = check_name(name or getattr(fn, '__name__', None), existing, what=what)
+    is_async = inspect.iscoroutinefunction(fn)
+    if kind == 'agent' and not is_async:
+        raise RegistrationError(
+            f'sub-agent {resolved} must be an `async def` function; register plain functions with @h.tool.'
+        )
+    params, context_param = params_from_function(fn, resolved)
+    returns = return_adapter(fn, resolved)
+
+    async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
+        kwargs = {key: getattr(args, key) for key in type(args).model_fields}
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        if is_async:
+            return await fn(**kwargs)
+        # A sync host tool must not block the event loop that drives every other call.
+        return await asyncio.to_thread(fn, **kwargs)
+
+    doc = inspect.getdoc(fn)
+    return Callee(
+        name=resolved,
+        kind=kind,
+        description=description if description is not None else doc,
+        params=params,
+        returns=returns,
+        invoke=invoke,
+        expose_errors=expose_errors,
+        side_effect=side_effect,
+    )
+
+

@@ -1,0 +1,154 @@
+"""Runs one script: check -> sandbox loop -> final value, and turns every failure into a `WorkflowError`.
+
+This is the only module that knows how Monty reports failures; everything above it sees
+`WorkflowError` subclasses with messages written for the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_monty as monty
+
+from .check import CheckCache, CheckReport, failed_report
+from .dispatch import Dispatcher
+from .errors import BudgetExceeded, CompletedCall, SandboxCrashed, WorkflowError, WorkflowRuntimeError, WorkflowTypeError
+from .loop import Checkpointer, OsHandler, ScriptLoop, clean_traceback
+from .sandbox import SandboxPool
+
+PRINT_LIMIT = 64_000
+
+
+class PrintCapture:
+    """Collects what the script prints, bounded so a print flood cannot fill the host's memory."""
+
+    def __init__(self, limit: int = PRINT_LIMIT) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+
+    def __call__(self, stream: str, text: str) -> None:
+        room = self.limit - self.size
+        if room <= 0:
+            self.dropped += len(text)
+            return
+        kept = text[:room]
+        self.parts.append(kept)
+        self.size += len(kept)
+        self.dropped += len(text) - len(kept)
+
+    @property
+    def text(self) -> str:
+        joined = ''.join(self.parts)
+        if self.dropped:
+            joined += f'\n[... {self.dropped} more characters of output dropped]\n'
+        return joined
+
+
+@dataclass
+class ScriptRun:
+    """One script to run: what to run it against, and the hooks of the run that owns it."""
+
+    code: str
+    stubs: str
+    dispatcher: Dispatcher
+    inputs: dict[str, Any] | None = None
+    type_check: bool = True
+    checkpoint: Checkpointer | None = None
+    os_handler: OsHandler | None = None
+
+
+async def run_script(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
+    """The script's final value; raises `WorkflowError` (with completed calls and output attached)."""
+    try:
+        return await _run(pool, checks, job, printed)
+    except WorkflowError as exc:
+        exc.run_id = job.dispatcher.run_id
+        exc.completed = completed_calls(job.dispatcher)
+        exc.printed = printed.text
+        raise
+
+
+async def _run(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
+    key = checks.key(job.stubs, job.code)
+    known = await checks.claim(key) if job.type_check else None
+    if known is not None and not known.ok:
+        raise type_error(known.errors, known.diagnostics)
+    needs_check = job.type_check and known is None
+    async with pool.session(stubs=job.stubs if needs_check else None, print_callback=printed) as session:
+        loop = ScriptLoop(job.code, job.dispatcher, checkpoint=job.checkpoint, os_handler=job.os_handler)
+        try:
+            try:
+                first = await session.feed_start(
+                    job.code, inputs=job.inputs, print_callback=printed, skip_type_check=not needs_check
+                )
+            except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
+                report = failed_report(clean_traceback(exc.display()))
+                if needs_check:
+                    checks.settle(key, report)
+                raise type_error(report.errors, report.diagnostics) from None
+            except BaseException:
+                if needs_check:
+                    checks.settle(key, None)
+                raise
+            if needs_check:
+                checks.settle(key, CheckReport(ok=True))
+            return await loop.run(first)
+        except monty.MontyRuntimeError as exc:
+            raise runtime_error(exc, job.dispatcher) from None
+        except monty.MontyCrashedError:
+            raise SandboxCrashed(
+                'The sandbox worker running the script died (it was killed or ran out of resources). '
+                'The completed calls are listed; retry, reusing their results.'
+            ) from None
+        except (WorkflowError, asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except monty.MontyError as exc:
+            raise WorkflowRuntimeError(f'The sandbox refused the script: {clean_traceback(str(exc))}') from None
+        except BaseException as exc:
+            if type(exc).__module__.startswith(('pydantic_monty', 'pyo3')) or 'Panic' in type(exc).__name__:
+                raise SandboxCrashed(
+                    'The sandbox failed internally while running the script. Retry; the completed calls are listed.'
+                ) from None
+            raise
+
+
+def type_error(errors: str, diagnostics: list[Any]) -> WorkflowTypeError:
+    return WorkflowTypeError(
+        f'The script failed the type check against the catalog, so nothing ran:\n{errors}',
+        diagnostics=diagnostics,
+    )
+
+
+def runtime_error(exc: monty.MontyRuntimeError, dispatcher: Dispatcher) -> WorkflowError:
+    inner = exc.exception()
+    detail = clean_traceback(exc.display()).strip()
+    budget = dispatcher.budget
+    if budget.exhausted:
+        return BudgetExceeded(
+            f'The script stopped because a call budget ran out ({budget.summary()}). '
+            f'Do not retry the same fan-out; answer with the completed results.\n{detail}'
+        )
+    if isinstance(inner, TimeoutError) and 'limit' in str(inner):
+        return WorkflowRuntimeError(
+            f'The script ran past its sandbox time limit ({exc.display("msg")}). Time spent waiting on '
+            'calls does not count, so look for an endless loop or heavy computation in the script itself.'
+        )
+    if isinstance(inner, MemoryError):
+        return WorkflowRuntimeError(
+            f'The script ran past its sandbox memory limit ({exc.display("msg")}). Build smaller values.'
+        )
+    if 'suspension' in str(inner).lower():
+        return WorkflowRuntimeError(f'The script made too many calls for the sandbox limits: {exc.display("msg")}')
+    return WorkflowRuntimeError(f'The script raised an error:\n{detail}')
+
+
+def completed_calls(dispatcher: Dispatcher) -> list[CompletedCall]:
+    return [
+        CompletedCall(seq=r.seq, callee=r.callee, arguments=r.arguments, result=r.result)
+        for r in dispatcher.calls
+        if r.status == 'ok'
+    ]

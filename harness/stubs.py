@@ -1,0 +1,56 @@
+"""Renders the catalog as the Python stubs the model reads and the checker checks against.
+
+Both see the same text, byte for byte: pydantic-ai's `FunctionSignature` renders each callee as an
+async function with keyword-only parameters and its output as a `TypedDict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic_ai.function_signature import FunctionSignature
+
+from .catalog import Callee
+from .prelude import HELPER_STUBS
+
+STUB_HEADER = 'import asyncio\nfrom typing import Any, Awaitable, Generic, Literal, NotRequired, TypedDict, TypeVar\n'
+
+
+def render_stubs(callees: Iterable[Callee]) -> str:
+    """The catalog as stubs: header, output types, one async function per callee, the join helpers."""
+    callees = list(callees)
+    signatures = [c.signature for c in callees]
+    conflicting = FunctionSignature.get_conflicting_type_names(signatures)
+    blocks = [STUB_HEADER]
+    blocks.extend(FunctionSignature.render_type_definitions(signatures, conflicting))
+    blocks.extend(
+        c.signature.render('...', description=c.description or None, is_async=True, conflicting_type_names=conflicting)
+        for c in callees
+    )
+    blocks.append('# Join helpers, available in every script.\n' + HELPER_STUBS)
+    return '\n\n'.join(block.rstrip('\n') for block in blocks) + '\n'
+
+
+def render_inputs(inputs: Mapping[str, Any]) -> str:
+    """Declarations for the globals a run binds with `inputs=`, so the checker knows their types."""
+    return ''.join(f'{name}: {type_expr(value)}\n' for name, value in inputs.items())
+
+
+def type_expr(value: Any) -> str:
+    """A type expression for plain data, precise where it is cheap and `Any` elsewhere."""
+    if value is None:
+        return 'None'
+    for t in (bool, int, float, str, bytes):
+        if type(value) is t:
+            return t.__name__
+    if isinstance(value, list | tuple | set):
+        kinds = {type_expr(v) for v in value}
+        inner = kinds.pop() if len(kinds) == 1 else 'Any'
+        container = 'list' if isinstance(value, list) else 'set' if isinstance(value, set) else 'tuple'
+        return f'tuple[{inner}, ...]' if container == 'tuple' else f'{container}[{inner}]'
+    if isinstance(value, dict):
+        kinds = {type_expr(v) for v in value.values()}
+        inner = kinds.pop() if len(kinds) == 1 else 'Any'
+        return f'dict[str, {inner}]'
+    return 'Any'

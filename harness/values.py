@@ -1,0 +1,61 @@
+"""Moving values across the sandbox boundary: validating what goes out, making plain what comes in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic_core import PydanticSerializationError
+
+PLAIN_SCALARS = (type(None), bool, int, float, str)
+
+
+class NotPlainData(TypeError):
+    """A callee returned a value that cannot become plain data (JSON-like) for the sandbox."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(type_name)
+        self.type_name = type_name
+
+
+def to_plain(value: Any, adapter: TypeAdapter[Any] | None) -> Any:
+    """Convert a callee's return value to plain data: None, bool, int, float, str, list, dict.
+
+    The declared return type's adapter is used first, so pydantic models, dataclasses, enums and
+    UUIDs become what their JSON schema (and so the stub) promises. Anything that still is not plain
+    raises `NotPlainData` naming only the type, never the value's repr.
+    """
+    if adapter is not None:
+        try:
+            value = adapter.dump_python(value, mode='json', warnings=False)
+        except (PydanticSerializationError, ValueError, TypeError):
+            raise NotPlainData(type(value).__name__) from None
+    return _check_plain(value)
+
+
+def _check_plain(value: Any) -> Any:
+    if isinstance(value, PLAIN_SCALARS):
+        return value
+    if isinstance(value, list | tuple):
+        return [_check_plain(v) for v in value]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotPlainData(f'dict with {type(key).__name__} keys')
+            out[key] = _check_plain(item)
+        return out
+    raise NotPlainData(type(value).__name__)
+
+
+def preview(value: Any, limit: int = 300) -> str:
+    """A bounded, JSON-ish preview of plain data for messages a model reads."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(',', ':'), default=str)
+    except (TypeError, ValueError):
+        text = f'<{type(value).__name__}>'
+    if len(text) > limit:
+        return text[: limit - 15] + ' ...[truncated]'
+    return text
