@@ -67,12 +67,15 @@ class Dispatcher:
     # -- the synchronous half: admit the call, in call order -------------------------------------
 
     def start(self, call: ScriptCall) -> asyncio.Future[Outcome]:
+        """Schedule the call. Raises `NameError`/`TypeError` for a call that is wrong as written
+        (as Python would, at the call site); a refused budget is an exception at the `await`."""
+        callee, arguments = self.resolve(call)
         try:
-            callee, arguments = self.admit(call)
-        except Exception as exc:  # refused: answered at once, no budget spent
-            done: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-            done.set_result({'exception': exc})
-            return done
+            self.budget.reserve(callee)
+        except Exception as exc:
+            refused: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+            refused.set_result({'exception': exc})
+            return refused
         record = CallRecord(
             seq=len(self.calls) + 1,
             callee=callee.name,
@@ -84,8 +87,8 @@ class Dispatcher:
         self.emit('started', record)
         return asyncio.ensure_future(self.execute(callee, arguments, record))
 
-    def admit(self, call: ScriptCall) -> tuple[Callee, BaseModel]:
-        """Resolve, validate and count a call; raise what the script should see if it may not run."""
+    def resolve(self, call: ScriptCall) -> tuple[Callee, BaseModel]:
+        """The callee and its validated arguments, or the exception the script should see."""
         callee = self.callees.get(call.name)
         if callee is None:
             known = ', '.join(sorted(self.callees)) or 'none'
@@ -95,9 +98,7 @@ class Dispatcher:
                 f'{call.name}() takes keyword arguments only: write {call.name}(name=value, ...) '
                 'as in its stub'
             )
-        arguments = validate_arguments(callee, call.kwargs)
-        self.budget.reserve(callee)
-        return callee, arguments
+        return callee, validate_arguments(callee, call.kwargs)
 
     # -- the asynchronous half: run it ------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
+from pydantic_ai import Agent
 from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.capabilities import Toolset
 from pydantic_ai.usage import UsageLimits
 
 from .budget import Budget
@@ -264,6 +266,33 @@ class Harness:
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
         return self._sync(self.run(code, **kwargs))
+
+    # -- the orchestrator ------------------------------------------------------------------------
+
+    def capability(self, *, on_event: EventHandler | None = None) -> Toolset[Any]:
+        """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent."""
+        from .toolset import WorkflowToolset
+
+        return Toolset(toolset=WorkflowToolset(self, on_event=on_event))
+
+    def orchestrator(
+        self,
+        model: Any = None,
+        *,
+        instructions: str | None = None,
+        on_event: EventHandler | None = None,
+        **agent_kwargs: Any,
+    ) -> Agent[Any, str]:
+        """A pydantic-ai Agent whose only tool is `run_workflow`."""
+        from .toolset import ORCHESTRATOR_INSTRUCTIONS
+
+        return Agent(
+            model,
+            name='orchestrator',
+            instructions=instructions or ORCHESTRATOR_INSTRUCTIONS,
+            capabilities=[self.capability(on_event=on_event)],
+            **agent_kwargs,
+        )
 
     # -- lifetime ---------------------------------------------------------------------------------
 

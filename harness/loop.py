@@ -72,8 +72,12 @@ class ScriptLoop:
                 kwargs=dict(snap.kwargs),
                 line=self.line_of(snap.position),
             )
+            try:
+                future = self.dispatcher.start(call)
+            except (NameError, TypeError) as exc:  # wrong as written: raise at the call site
+                return await snap.resume({'exception': exc})
             self.ledger[call.call_id] = call
-            self.futures[call.call_id] = self.dispatcher.start(call)
+            self.futures[call.call_id] = future
             return await snap.resume({'future': ...})
         if isinstance(snap, monty.AsyncFutureSnapshot):
             return await self.deliver(snap)

@@ -53,7 +53,7 @@ def callee_from_agent(
         # Each sub-agent run counts its own requests (so 50 calls never trip the default 50-request
         # limit of a shared counter); the orchestrator's report still gets the total.
         if scope.usage is not None:
-            scope.usage.incr(result.usage())
+            scope.usage.incr(result.usage)
         return result.output
 
     return Callee(

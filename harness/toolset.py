@@ -1,0 +1,161 @@
+"""The `run_workflow` tool: how an orchestrator model reaches the engine.
+
+One tool, whose description carries the sandbox rules and the catalog (`Harness.stubs()`, byte for
+byte what the checker uses). A failed check or a script error returns to the model as a retry
+with ty's or the traceback's message and the results already completed; only the script's final
+value (and its printed output, if any) returns on success. One budget is shared by every script of
+one orchestrator run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Annotated, Any
+
+from typing_extensions import TypedDict
+
+from pydantic import Field, TypeAdapter
+from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
+
+from .context import RunScope
+from .errors import BudgetExceeded, CompletedCall, WorkflowError
+from .events import EventHandler
+from .values import preview
+
+if TYPE_CHECKING:
+    from .harness import Harness
+
+TOOL_NAME = 'run_workflow'
+MAX_COMPLETED_SHOWN = 20
+PREVIEW_CHARS = 300
+PRINTED_CHARS = 2_000
+
+# Set while a script runs, so a sub-agent that carries this capability is not offered the tool:
+# workflows do not nest, which keeps one budget per orchestrator run.
+_in_workflow: contextvars.ContextVar[bool] = contextvars.ContextVar('harness_in_workflow', default=False)
+
+
+class _Arguments(TypedDict):
+    code: Annotated[str, Field(description='The Python workflow script to run in the sandbox.')]
+
+
+_ARGS = TypeAdapter(_Arguments)
+_ARGS_SCHEMA = _ARGS.json_schema()
+_ARGS_VALIDATOR: SchemaValidatorProt = _ARGS.validator  # type: ignore[assignment]
+
+RULES = """\
+Write and run a Python workflow script that calls the sub-agents and tools below as async functions.
+Use it to fan work out in parallel, chain results, vote, or loop, in one step instead of one call per turn.
+
+Rules of the sandbox (Monty, a subset of Python):
+- Call functions with keyword arguments and await them: `r = await reviewer(task="...")`.
+- Fan out with `asyncio.gather(...)` (write `import asyncio` first); it has no `return_exceptions`, so wrap calls in `settled(...)`
+  (or use `settle_all(...)`) to keep the results that succeeded when some fail.
+- Structured results are dicts typed as TypedDicts: read fields with `r["field"]`, not `r.field`.
+- A failed call raises `RuntimeError` in the script: catch it with try/except, or let the script fail.
+- No filesystem, network, environment, clock or OS randomness; no third-party imports; no classes
+  with inheritance. Importable: asyncio, json, math, re, typing, datetime, random (seeded).
+- Each call is independent: pass all the context a sub-agent needs in its arguments.
+- The value of the script's last expression is the result; `print()` output is returned too.
+- The script is type-checked against these stubs before it runs; nothing runs if the check fails.\
+"""
+
+
+ORCHESTRATOR_INSTRUCTIONS = """\
+You coordinate sub-agents and tools by writing Python workflow scripts for the `run_workflow` tool.
+Plan the whole job as one script when you can: fan out independent calls with asyncio.gather, join
+the results in plain Python, and end the script with the value you need. Then answer the user from
+that value. If a script fails, fix it using the error message and reuse the completed results.\
+"""
+
+
+def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | None) -> str:
+    budget = f'This orchestrator run can make at most {max_agent_calls} sub-agent calls in total, shared by every script.'
+    if max_tool_calls is not None:
+        budget += f' Host tools: at most {max_tool_calls} calls.'
+    return f'{RULES}\n\n{budget}\n\nAvailable functions:\n\n```python\n{stubs}```'
+
+
+def completed_section(completed: list[CompletedCall]) -> str:
+    """A bounded list of results a retry can reuse instead of paying for them again."""
+    if not completed:
+        return ''
+    shown = completed[-MAX_COMPLETED_SHOWN:]
+    lines = [f'\n\nCompleted before the failure ({len(completed)} call(s); reuse these values instead of calling again):']
+    if len(shown) < len(completed):
+        lines.append(f'(only the last {len(shown)} shown)')
+    for call in shown:
+        args = preview(call.arguments, 120)
+        lines.append(f'- #{call.seq} {call.callee}({args}) -> {preview(call.result, PREVIEW_CHARS)}')
+    return '\n'.join(lines)
+
+
+def printed_section(printed: str) -> str:
+    if not printed:
+        return ''
+    text = printed if len(printed) <= PRINTED_CHARS else printed[:PRINTED_CHARS] + ' ...[truncated]'
+    return f'\n\nPrinted before the failure:\n{text}'
+
+
+class WorkflowToolset(AbstractToolset[Any]):
+    """A toolset with the single tool `run_workflow`, backed by a `Harness`."""
+
+    def __init__(self, harness: Harness, *, on_event: EventHandler | None = None, max_retries: int | None = None) -> None:
+        self.harness = harness
+        self.on_event = on_event
+        self.max_retries = harness.max_retries if max_retries is None else max_retries
+        self._scopes: OrderedDict[str, RunScope] = OrderedDict()
+
+    @property
+    def id(self) -> str | None:
+        return 'harness-run-workflow'
+
+    def description(self) -> str:
+        h = self.harness
+        return tool_description(h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if _in_workflow.get():
+            return {}
+        tool_def = ToolDefinition(
+            name=TOOL_NAME,
+            description=self.description(),
+            parameters_json_schema=_ARGS_SCHEMA,
+            sequential=True,
+        )
+        return {TOOL_NAME: ToolsetTool(toolset=self, tool_def=tool_def, max_retries=self.max_retries,
+                                       args_validator=_ARGS_VALIDATOR)}
+
+    def scope_for(self, ctx: RunContext[Any]) -> RunScope:
+        """One scope (budget, deps, usage) per orchestrator run, found again by its run id."""
+        key = ctx.run_id or str(id(ctx.usage))
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = self.harness.new_scope(deps=ctx.deps, usage=ctx.usage, model=ctx.model)
+            self._scopes[key] = scope
+            while len(self._scopes) > 256:
+                self._scopes.popitem(last=False)
+        return scope
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
+        scope = self.scope_for(ctx)
+        token = _in_workflow.set(True)
+        try:
+            result = await self.harness.run(tool_args['code'], scope=scope, on_event=self.on_event)
+        except BudgetExceeded as exc:
+            # Not a retry: a retry cannot succeed once the budget is spent.
+            return f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+        except WorkflowError as exc:
+            raise ModelRetry(f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}') from None
+        finally:
+            _in_workflow.reset(token)
+        value: Any = result.value if result.value is not None or not result.printed else None
+        if result.printed:
+            value = {'output': result.printed, 'result': result.value} if result.value is not None else {
+                'output': result.printed}
+        if result.note:
+            return {'result': value, 'note': result.note}
+        return value

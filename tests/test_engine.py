@@ -1,0 +1,324 @@
+"""The engine end to end: typed catalog, check, sandbox loop, concurrent dispatch, budgets, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from harness import (
+    BudgetExceeded,
+    CallEvent,
+    WorkflowError,
+    WorkflowRuntimeError,
+    WorkflowTypeError,
+)
+
+
+class Review(BaseModel):
+    verdict: Literal['ok', 'needs_work']
+    notes: str
+
+
+def test_gather_of_three_typed_subagents_overlaps_and_joins(make_harness):
+    h = make_harness()
+
+    @h.subagent
+    async def review(*, path: str, focus: Literal['bugs', 'style']) -> Review:
+        """Review one file."""
+        await asyncio.sleep(0.2)
+        return Review(verdict='ok' if path != 'b.py' else 'needs_work', notes=f'{path}/{focus}')
+
+    code = (
+        'import asyncio\n'
+        'rs = await asyncio.gather(review(path="a.py", focus="bugs"), review(path="b.py", focus="style"),\n'
+        '                          review(path="c.py", focus="bugs"))\n'
+        '{"bad": [r["notes"] for r in rs if r["verdict"] == "needs_work"], "n": len(rs)}\n'
+    )
+    started = time.perf_counter()
+    result = h.run_sync(code)
+    elapsed = time.perf_counter() - started
+    assert result.value == {'bad': ['b.py/style'], 'n': 3}
+    assert result.status == 'completed'
+    assert [c.seq for c in result.calls] == [1, 2, 3]
+    assert [c.arguments['path'] for c in result.calls] == ['a.py', 'b.py', 'c.py']
+    assert all(c.line == 2 or c.line == 3 for c in result.calls)
+    assert elapsed < 0.55, f'three 200 ms calls took {elapsed:.3f}s: they did not overlap'
+
+
+@pytest.mark.parametrize(
+    ('code', 'rule'),
+    [
+        ('r = await review(path="a", focus="bugs")\nr.verdict', 'unresolved-attribute'),
+        ('r = await reveiw(path="a", focus="bugs")', 'unresolved-reference'),
+        ('r = await review("a", focus="bugs")', 'too-many-positional-arguments'),
+        ('r = await review(path="a", focus="speed")', 'invalid-argument-type'),
+        ('r = await review(path="a", focus="bugs")\nr["verdit"]', 'invalid-key'),
+    ],
+)
+def test_check_rejects_with_tys_message_and_nothing_runs(make_harness, code: str, rule: str):
+    h = make_harness()
+    ran: list[str] = []
+
+    @h.subagent
+    async def review(*, path: str, focus: Literal['bugs', 'style']) -> Review:
+        ran.append(path)
+        return Review(verdict='ok', notes='')
+
+    report = h.check(code)
+    assert not report.ok
+    assert rule in report.errors
+    assert any(d.rule == rule for d in report.diagnostics)
+    with pytest.raises(WorkflowTypeError) as info:
+        h.run_sync(code)
+    assert rule in str(info.value)
+    assert 'nothing ran' in str(info.value)
+    assert ran == []
+
+
+def test_subscript_of_typed_output_works(make_harness):
+    h = make_harness()
+
+    @h.subagent
+    async def review(*, path: str, focus: Literal['bugs', 'style']) -> Review:
+        return Review(verdict='needs_work', notes=path)
+
+    assert h.check('r = await review(path="a", focus="bugs")\nr["verdict"]').ok
+    assert h.run_sync('r = await review(path="a", focus="bugs")\nr["verdict"]').value == 'needs_work'
+    stubs = h.stubs()
+    assert 'class Review(TypedDict):' in stubs
+    assert "async def review(*, path: str, focus: Literal['bugs', 'style']) -> Review:" in stubs
+
+
+def counting_agent(h, *, delay: float = 0.0, name: str = 'work') -> dict[str, int]:
+    stats = {'calls': 0, 'in_flight': 0, 'peak': 0}
+
+    async def work(*, i: int) -> int:
+        stats['calls'] += 1
+        stats['in_flight'] += 1
+        stats['peak'] = max(stats['peak'], stats['in_flight'])
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            stats['in_flight'] -= 1
+        return i * 10
+
+    h.subagent(name=name)(work)
+    return stats
+
+
+def test_budget_is_exact_under_fan_out_and_can_be_caught(make_harness):
+    h = make_harness(max_agent_calls=5)
+    stats = counting_agent(h, delay=0.01)
+    result = h.run_sync('rs = await settle_all(*[work(i=i) for i in range(10)])\n[r["ok"] for r in rs].count(True)')
+    assert stats['calls'] == 5
+    assert result.value == 5
+    assert result.budget_exhausted
+    assert 'budget' in (result.note or '')
+
+
+def test_uncaught_budget_error_is_budget_exceeded_with_completed_calls(make_harness):
+    h = make_harness(max_agent_calls=3)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded) as info:
+        h.run_sync('for i in range(10):\n    await work(i=i)')
+    assert stats['calls'] == 3
+    assert [c.result for c in info.value.completed] == [0, 10, 20]
+
+
+def test_call_caps_are_exact_per_callee(make_harness):
+    h = make_harness(call_caps={'work': 2})
+    stats = counting_agent(h)
+    other = counting_agent(h, name='other')
+    result = h.run_sync(
+        'rs = await settle_all(*[work(i=i) for i in range(6)], *[other(i=i) for i in range(4)])\n'
+        '[r["ok"] for r in rs]'
+    )
+    assert stats['calls'] == 2
+    assert other['calls'] == 4
+    assert result.value == [True, True, False, False, False, False, True, True, True, True]
+
+
+def test_max_concurrency_bounds_calls_in_flight(make_harness):
+    h = make_harness(max_concurrency=2)
+    stats = counting_agent(h, delay=0.02)
+    result = h.run_sync('import asyncio\nsum(await asyncio.gather(*[work(i=i) for i in range(8)]))')
+    assert result.value == sum(i * 10 for i in range(8))
+    assert stats['peak'] == 2
+
+
+def test_ten_thousand_call_gather_completes(make_harness):
+    h = make_harness(max_tool_calls=None)
+
+    @h.tool
+    def double(x: int) -> int:
+        return 2 * x
+
+    # A sync tool runs on a thread; an async one stays on the loop. Use the async path for speed.
+    @h.tool
+    async def triple(*, x: int) -> int:
+        return 3 * x
+
+    result = h.run_sync('import asyncio\nrs = await asyncio.gather(*[triple(x=i) for i in range(10000)])\nsum(rs)')
+    assert result.value == 3 * sum(range(10000))
+    assert len(result.calls) == 10000
+
+
+@pytest.mark.parametrize(
+    ('code', 'expected'),
+    [
+        ('while True:\n    pass', 'time limit'),
+        ('x = []\nwhile True:\n    x.append("a" * 100000)', 'memory limit'),
+        ('def f(n):\n    return f(n + 1)\nf(0)', 'Recursion'),
+        ('while True:\n    print("flood " * 100)', 'time limit'),
+        ('open("/etc/passwd").read()', 'open'),
+        ('import os\nos.getenv("HOME")', 'os.getenv'),
+        ('__import__("os")', '__import__'),
+        ('await not_registered(x=1)', 'not_registered'),
+    ],
+)
+@pytest.mark.parametrize('type_check', [True, False])
+def test_hostile_scripts_end_in_a_clear_error_and_the_next_run_works(make_harness, code, expected, type_check):
+    h = make_harness(limits={'max_duration_secs': 0.5, 'max_memory': 32 * 1024 * 1024}, type_check=type_check)
+
+    @h.tool
+    def ping() -> str:
+        return 'pong'
+
+    started = time.perf_counter()
+    with pytest.raises(WorkflowError) as info:
+        h.run_sync(code)
+    assert time.perf_counter() - started < 10
+    assert expected in str(info.value)
+    assert '/etc/passwd' not in str(info.value) or 'open' in code
+    assert h.run_sync('await ping()').value == 'pong'
+
+
+def test_callee_exception_message_never_reaches_the_script(make_harness):
+    h = make_harness()
+
+    @h.subagent
+    async def leaky(*, task: str) -> str:
+        raise ValueError('password=hunter2 at /srv/secret/config.toml')
+
+    result = h.run_sync('r = await settled(leaky(task="x"))\nr')
+    assert result.value == {'ok': False, 'error': 'leaky failed with ValueError'}
+    assert 'hunter2' not in repr(result)
+    with pytest.raises(WorkflowRuntimeError) as info:
+        h.run_sync('await leaky(task="x")')
+    assert 'hunter2' not in str(info.value) and '/srv' not in str(info.value)
+    assert 'leaky failed with ValueError' in str(info.value)
+
+
+def test_a_host_can_opt_in_to_error_messages(make_harness):
+    h = make_harness()
+
+    @h.tool(expose_errors=True)
+    def lookup(*, key: str) -> str:
+        raise KeyError(f'no entry {key}')
+
+    result = h.run_sync('(await settled(lookup(key="k1")))["error"]')
+    assert result.value == "lookup failed with KeyError: 'no entry k1'"
+
+
+def test_arguments_are_validated_before_the_callee_runs_and_cost_no_budget(make_harness):
+    h = make_harness(max_agent_calls=1)
+    stats = counting_agent(h)
+    code = (
+        'import json\n'
+        'bad = json.loads(\'"seven"\')\n'
+        'try:\n'
+        '    await work(i=bad)\n'
+        'except TypeError as e:\n'
+        '    msg = str(e)\n'
+        'ok = await work(i=4)\n'
+        '[msg, ok]'
+    )
+    result = h.run_sync(code)
+    assert stats['calls'] == 1
+    assert result.value[1] == 40
+    assert "work(): argument 'i'" in result.value[0]
+
+
+def test_outputs_that_cannot_become_plain_data_are_refused_without_repr(make_harness):
+    h = make_harness()
+
+    class Secretive:
+        def __repr__(self) -> str:
+            return 'Secretive(token=abc123)'
+
+    @h.tool
+    def opaque() -> Any:
+        return Secretive()
+
+    result = h.run_sync('(await settled(opaque()))["error"]')
+    assert result.value == 'opaque returned a value of type Secretive, which cannot cross into the sandbox'
+    assert 'abc123' not in repr(result)
+
+
+def test_print_capture_inputs_and_events(make_harness):
+    h = make_harness()
+    stats = counting_agent(h)
+    events: list[CallEvent] = []
+    result = h.run_sync(
+        'print("starting", len(files))\nt = 0\nfor f in files:\n    t += await work(i=len(f))\nt',
+        inputs={'files': ['a.py', 'bb.py']},
+        on_event=events.append,
+    )
+    assert result.value == 40 + 50
+    assert result.printed == 'starting 2\n'
+    assert stats['calls'] == 2
+    assert [(e.kind, e.seq) for e in events] == [('started', 1), ('finished', 1), ('started', 2), ('finished', 2)]
+    assert events[1].elapsed is not None and events[1].result == 40
+
+
+def test_failed_call_event(make_harness):
+    h = make_harness()
+
+    @h.tool
+    def broken() -> int:
+        raise RuntimeError('nope')
+
+    events: list[CallEvent] = []
+    h.run_sync('await settled(broken())', on_event=events.append)
+    assert [e.kind for e in events] == ['started', 'failed']
+    assert events[1].error == 'broken failed with RuntimeError'
+
+
+def echo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    prompt = messages[0].parts[-1].content  # type: ignore[union-attr]
+    return ModelResponse(parts=[TextPart(f'echo:{prompt}')])
+
+
+def test_agent_with_typed_params_gets_an_xml_prompt(make_harness):
+    class Ask(BaseModel):
+        question: str
+        depth: int = 1
+
+    h = make_harness()
+    h.add_agent(Agent(FunctionModel(echo_model), name='asker', description='Answers questions.'), params=Ask)
+    assert 'async def asker(*, question: str, depth: int = 1) -> str:' in h.stubs()
+    result = h.run_sync('await asker(question="why?", depth=2)')
+    assert '<question>why?</question>' in result.value
+    assert '<depth>2</depth>' in result.value
+
+
+def test_fifty_sub_agent_calls_work_with_default_settings(make_harness):
+    h = make_harness()
+    h.add_agent(Agent(FunctionModel(echo_model), name='helper'))
+    result = h.run_sync('import asyncio\nrs = await asyncio.gather(*[helper(task=str(i)) for i in range(50)])\nlen(rs)')
+    assert result.value == 50
+
+
+async def test_async_run_and_concurrent_workflows_share_one_pool(make_harness):
+    h = make_harness()
+    counting_agent(h, delay=0.05)
+    results = await asyncio.gather(*[h.run(f'await work(i={i})') for i in range(8)])
+    assert [r.value for r in results] == [i * 10 for i in range(8)]
+    assert len({r.run_id for r in results}) == 8
