@@ -124,7 +124,7 @@ class Harness:
             side_effect=side_effect,
             expose_errors=expose_errors,
         )
-        self._add(callee)
+        self.add_callee(callee)
         return agent
 
     @overload
@@ -151,14 +151,15 @@ class Harness:
 
     def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
         def register(f: F) -> F:
-            self._add(callee_from_function(f, kind=kind, existing=set(self._callees), **{
+            self.add_callee(callee_from_function(f, kind=kind, existing=set(self._callees), **{
                 'name': None, 'description': None, **options,
             }))
             return f
 
         return register if fn is None else register(fn)
 
-    def _add(self, callee: Callee) -> None:
+    def add_callee(self, callee: Callee) -> None:
+        """Register a prepared `Callee` (for example one taken from another Harness)."""
         self._callees[callee.name] = callee
         self._stubs = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 from pydantic_ai import format_as_xml
 from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 
 from .catalog import CallKind, Callee, check_name, model_params, params_from_function, return_adapter
@@ -37,7 +39,7 @@ def callee_from_agent(
     """A sub-agent: `(*, task: str) -> <output>`, or the fields of `params` as keyword parameters."""
     if not isinstance(agent, AbstractAgent):
         raise RegistrationError(f'add_agent() takes a pydantic-ai Agent, got {type(agent).__name__}.')
-    resolved = check_name(name or agent.name, existing, what='sub-agent')
+    resolved = check_name(agent.name if name is None else name, existing, what='sub-agent')
     arguments = TASK_PARAMS if params is None else model_params(params, resolved)
     returns = _agent_output_adapter(agent)
 
@@ -50,10 +52,8 @@ def callee_from_agent(
             model=model,
             usage_limits=scope.sub_agent_usage_limits,
         )
-        # Each sub-agent run counts its own requests (so 50 calls never trip the default 50-request
-        # limit of a shared counter); the orchestrator's report still gets the total.
         if scope.usage is not None:
-            scope.usage.incr(result.usage)
+            scope.usage.incr(tokens_only(result.usage))
         return result.output
 
     return Callee(
@@ -66,6 +66,15 @@ def callee_from_agent(
         expose_errors=expose_errors,
         side_effect=side_effect,
     )
+
+
+def tokens_only(usage: RunUsage) -> RunUsage:
+    """A sub-agent's usage as it is added to the orchestrator's: tokens, not requests.
+
+    Each sub-agent run counts its own requests against its own limit, so 50 sub-agent calls never
+    trip the orchestrator's default 50-request limit (the reference shares one counter and does).
+    """
+    return dataclasses.replace(usage, requests=0, tool_calls=0)
 
 
 def _agent_output_adapter(agent: AbstractAgent[Any, Any]) -> TypeAdapter[Any]:
@@ -106,7 +115,7 @@ def callee_from_function(
     what = 'sub-agent' if kind == 'agent' else 'tool'
     if not callable(fn):
         raise RegistrationError(f'{what} must be a function, got {type(fn).__name__}.')
-    resolved = check_name(name or getattr(fn, '__name__', None), existing, what=what)
+    resolved = check_name(getattr(fn, '__name__', None) if name is None else name, existing, what=what)
     is_async = inspect.iscoroutinefunction(fn)
     if kind == 'agent' and not is_async:
         raise RegistrationError(

@@ -1,0 +1,31 @@
+"""The terminal's live view of a run: one line as each call starts, finishes or fails."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from .events import CallEvent
+from .values import preview
+
+
+class LiveCalls:
+    """An `on_event` handler printing each call as it happens."""
+
+    def __init__(self, console: Console, *, width: int = 90) -> None:
+        self.console = console
+        self.width = width
+        self.count = 0
+
+    def __call__(self, event: CallEvent) -> None:
+        args = escape(preview(event.arguments, 70).strip('{}'))
+        tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
+        if event.kind == 'started':
+            self.count += 1
+            self.console.print(f'  [cyan]→[/cyan] #{event.seq} [bold]{event.callee}[/bold]({args}){tag}')
+        elif event.kind == 'finished':
+            took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
+            result = escape(preview(event.result, self.width - 30))
+            self.console.print(f'  [green]✓[/green] #{event.seq} {event.callee} [dim]{took}[/dim] → {result}{tag}')
+        else:
+            self.console.print(f'  [red]✗[/red] #{event.seq} {event.callee}: {escape(event.error or "failed")}{tag}')

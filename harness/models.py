@@ -1,0 +1,51 @@
+"""Which model the orchestrator runs on: `--model`/`HARNESS_MODEL`, an OpenAI-compatible server at
+`HARNESS_BASE_URL`, a provider key in the environment, or else the offline demo planner.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+# Provider keys and the model used when only the key is present.
+KEY_DEFAULTS = {
+    'OPENAI_API_KEY': 'openai:gpt-4.1-mini',
+    'ANTHROPIC_API_KEY': 'anthropic:claude-sonnet-4-5',
+    'GEMINI_API_KEY': 'google-gla:gemini-2.5-flash',
+    'GROQ_API_KEY': 'groq:llama-3.3-70b-versatile',
+    'MISTRAL_API_KEY': 'mistral:mistral-large-latest',
+}
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    model: Any
+    """A pydantic-ai model or model string; None in demo mode (the caller builds the planner)."""
+    label: str
+    demo: bool
+
+
+def choose_model(model: str | None = None, *, config_model: str | None = None) -> ModelChoice:
+    name = model or os.environ.get('HARNESS_MODEL') or config_model
+    base_url = os.environ.get('HARNESS_BASE_URL')
+    if base_url:
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        model_name = (name or 'default').removeprefix('openai:')
+        provider = OpenAIProvider(base_url=base_url, api_key=os.environ.get('HARNESS_API_KEY') or 'not-needed')
+        return ModelChoice(OpenAIChatModel(model_name, provider=provider), f'{model_name} at {base_url}', False)
+    if name:
+        return ModelChoice(name, name, False)
+    for key, default in KEY_DEFAULTS.items():
+        if os.environ.get(key):
+            return ModelChoice(default, default, False)
+    return ModelChoice(None, 'offline demo planner', True)
+
+
+DEMO_NOTICE = (
+    'Offline demo mode: no model configured and no provider key found, so a rule-based planner writes the '
+    'workflow scripts and the built-in sub-agents answer by rule. Set HARNESS_MODEL (or --model, or '
+    'HARNESS_BASE_URL for Ollama/vLLM) to use a real model.'
+)

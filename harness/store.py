@@ -1,0 +1,779 @@
+"""The run store: durable runs, their call journal, sealed interpreter snapshots and offline traces.
+
+One SQLite file (standard library `sqlite3`), or `":memory:"`. Invariants:
+
+- Durability: WAL with `synchronous=FULL`, so a call result is on disk when `call_finished`
+  returns; the harness journals a result before it hands it to the sandbox.
+- Concurrency: every write is one `BEGIN IMMEDIATE` transaction; several processes may share the
+  file, and a write that finds the file locked past `busy_timeout` is retried (with backoff) up to
+  `lock_patience` seconds. Several threads may share one `RunStore` (one connection, one lock).
+- Schema: versioned in `meta.schema_version`; `MIGRATIONS[i]` takes version `i` to `i + 1` and all
+  pending ones run in one transaction at open. A file newer than this code is refused, not touched.
+- Snapshots: a Monty dump is sealed with this store's secret key (random, created on first open,
+  kept in `meta`) and is verified before any of its bytes are returned: a row read back from the
+  store carries only a verified dump. A blob altered, truncated, copied from another store, or
+  written by a newer harness or Monty raises `SnapshotError` saying which.
+- JSON columns hold plain data (None, bool, int, float, str, list, dict with str keys); tuples
+  are stored as lists; anything else is refused when written, so what is read back equals what
+  was written. A JSON value of `None` is stored as SQL NULL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args
+
+from .errors import SnapshotError
+from .result import RunStatus
+
+T = TypeVar('T')
+
+JournalStatus = Literal['running', 'ok', 'error', 'cancelled', 'unknown']
+"""`unknown`: the call was started but the process died before its outcome was journaled."""
+CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
+
+JOURNAL_STATUSES: frozenset[str] = frozenset(get_args(JournalStatus))
+CALL_SOURCES: frozenset[str] = frozenset(get_args(CallSource))
+
+SNAPSHOT_MAGIC = b'HSNP'
+STORE_FORMAT = 1
+"""The sealed-snapshot layout this code writes and the newest it reads."""
+SUPPORTED_MONTY_FORMAT = 14
+"""The newest Monty dump version the installed pydantic-monty (1.4.0) loads."""
+MONTY_MAGIC = b'MONTY\x00'
+_PREFIX = struct.Struct('<4sHH')  # magic, store format, Monty dump version
+_MAC_LEN = 32
+HEADER_LEN = _PREFIX.size + _MAC_LEN
+
+DEFAULT_BUSY_TIMEOUT = 10.0
+DEFAULT_LOCK_PATIENCE = 120.0
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    # 0 -> 1: the first schema.
+    (
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            status TEXT NOT NULL,
+            script TEXT NOT NULL,
+            stubs_digest TEXT NOT NULL,
+            prompt TEXT,
+            value_json TEXT,
+            error TEXT,
+            duration REAL,
+            parent_run_id TEXT,
+            fork_at INTEGER,
+            orchestrator_run_id TEXT,
+            trace_context TEXT,
+            inputs_json TEXT,
+            calls_count INTEGER NOT NULL DEFAULT 0
+        )""",
+        'CREATE INDEX runs_created ON runs (created)',
+        'CREATE INDEX runs_orchestrator ON runs (orchestrator_run_id)',
+        """CREATE TABLE calls (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            callee TEXT NOT NULL,
+            arguments_json TEXT NOT NULL,
+            line INTEGER,
+            status TEXT NOT NULL,
+            result_json TEXT,
+            error TEXT,
+            started REAL NOT NULL,
+            duration REAL,
+            attempt INTEGER NOT NULL DEFAULT 1,
+            source TEXT NOT NULL,
+            side_effect INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        # `size` and `digest` (SHA-256 of the sealed blob) are not a security check (the HMAC is):
+        # they tell a blob damaged in place from one that was sealed with another store's key.
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            after_seq INTEGER NOT NULL,
+            blob BLOB NOT NULL,
+            ledger_json TEXT NOT NULL,
+            monty_format INTEGER NOT NULL,
+            store_format INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            digest TEXT NOT NULL,
+            created REAL NOT NULL
+        )""",
+        'CREATE INDEX snapshots_run ON snapshots (run_id, after_seq)',
+        """CREATE TABLE spans (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            run_id TEXT NOT NULL,
+            spans_json TEXT NOT NULL,
+            created REAL NOT NULL
+        )""",
+        'CREATE INDEX spans_run ON spans (run_id, id)',
+    ),
+]
+
+
+class StoreError(Exception):
+    """The run store cannot do what was asked; the message says why and, where there is one, the fix."""
+
+
+@dataclass
+class RunRow:
+    """One run: a script's execution (or an orchestrator run), its outcome and its lineage."""
+
+    run_id: str
+    script: str = ''
+    stubs_digest: str = ''
+    status: RunStatus = 'running'
+    created: float = field(default_factory=time.time)
+    updated: float = 0.0
+    """Last write to the run or its journal; `0.0` at construction means "same as `created`"."""
+    prompt: str | None = None
+    """First line of the user prompt, for orchestrator runs."""
+    value: Any = None
+    error: str | None = None
+    duration: float | None = None
+    parent_run_id: str | None = None
+    """The run this one was forked from."""
+    fork_at: int | None = None
+    orchestrator_run_id: str | None = None
+    trace_context: str | None = None
+    """W3C `traceparent`, so a resumed run joins the original trace."""
+    inputs: dict[str, Any] | None = None
+    calls_count: int = 0
+    """Maintained by the store: the number of journaled calls."""
+
+    def __post_init__(self) -> None:
+        if not self.updated:
+            self.updated = self.created
+
+
+@dataclass
+class CallRow:
+    """One journaled external call (`seq` starts at 1 within a run)."""
+
+    run_id: str
+    seq: int
+    callee: str
+    arguments: dict[str, Any]
+    line: int | None = None
+    status: JournalStatus = 'running'
+    result: Any = None
+    error: str | None = None
+    started: float = 0.0
+    duration: float | None = None
+    attempt: int = 1
+    source: CallSource = 'live'
+    side_effect: bool = False
+
+
+@dataclass
+class SnapshotRow:
+    """A paused interpreter as read back from the store; `dump` has passed verification."""
+
+    id: int
+    run_id: str
+    after_seq: int
+    """How many calls were journaled when the snapshot was taken."""
+    dump: bytes
+    """The Monty dump, authenticated with this store's key; safe to load."""
+    ledger: list[dict[str, Any]]
+    """Calls pending at the pause: `{call_id, seq, callee, arguments, line}` each."""
+    monty_format: int
+    store_format: int
+    created: float
+
+
+# Column order of each table as selected; the `*_from_db` helpers below depend on it.
+_RUN_COLUMNS = (
+    'run_id, script, stubs_digest, status, created, updated, prompt, value_json, error, duration, '
+    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count'
+)
+_CALL_COLUMNS = (
+    'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
+    'attempt, source, side_effect'
+)
+_SNAPSHOT_COLUMNS = (
+    'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
+)
+
+# RunRow fields a caller may set with `update_run`, and the column each is stored in.
+_UPDATABLE = {
+    f.name: {'value': 'value_json', 'inputs': 'inputs_json'}.get(f.name, f.name)
+    for f in fields(RunRow)
+    if f.name not in ('run_id', 'calls_count')
+}
+_JSON_FIELDS = frozenset({'value', 'inputs'})
+
+
+class RunStore:
+    """Runs, call journal, snapshots and spans in one SQLite file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        lock_patience: float = DEFAULT_LOCK_PATIENCE,
+    ) -> None:
+        self.path = str(path)
+        self.lock_patience = lock_patience
+        self._lock = threading.Lock()
+        in_memory = self.path == ':memory:'
+        if not in_memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f'cannot open the run store {self.path}: {exc}') from exc
+        try:
+            self._retry(lambda conn: self._configure(conn, busy_timeout, in_memory=in_memory))
+            self._key = self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection; idempotent. Every later call raises `StoreError`."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f'RunStore({self.path!r})'
+
+    @property
+    def schema_version(self) -> int:
+        return self._read(_schema_version)
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    def create_run(self, run: RunRow) -> None:
+        """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    f'INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({", ".join("?" * 16)})',
+                    (
+                        run.run_id, run.script, run.stubs_digest, run.status, run.created, run.updated,
+                        run.prompt, _encode(run.value, 'run value'), run.error, run.duration,
+                        run.parent_run_id, run.fork_at, run.orchestrator_run_id, run.trace_context,
+                        _encode(run.inputs, 'run inputs'), 0,
+                    ),
+                )  # fmt: skip
+            except sqlite3.IntegrityError:
+                raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
+
+        self._write(write)
+
+    def update_run(self, run_id: str, **changes: Any) -> None:
+        """Set some fields of a run (names as in `RunRow`); `updated` is set to now unless given."""
+        unknown = set(changes) - set(_UPDATABLE)
+        if unknown:
+            raise TypeError(f'update_run() cannot set {sorted(unknown)}; it sets {sorted(_UPDATABLE)}.')
+        changes.setdefault('updated', time.time())
+        columns = ', '.join(f'{_UPDATABLE[name]} = ?' for name in changes)
+        values = [
+            _encode(value, f'run {name}') if name in _JSON_FIELDS else value
+            for name, value in changes.items()
+        ]
+
+        def write(conn: sqlite3.Connection) -> None:
+            if conn.execute(f'UPDATE runs SET {columns} WHERE run_id = ?', (*values, run_id)).rowcount == 0:
+                raise StoreError(f'no run {run_id!r} in {self.path}.')
+
+        self._write(write)
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """The run with this id, or with this unique id prefix (like git); `None` if none matches.
+
+        An ambiguous prefix raises `StoreError` listing the candidates.
+        """
+        if not run_id:
+            return None
+
+        def read(conn: sqlite3.Connection) -> RunRow | None:
+            row = conn.execute(f'SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            if row is not None:
+                return _run_from_db(row)
+            rows = conn.execute(
+                f'SELECT {_RUN_COLUMNS} FROM runs WHERE {_prefix_clause(run_id)} ORDER BY run_id LIMIT 11',
+                _prefix_params(run_id),
+            ).fetchall()
+            if len(rows) > 1:
+                shown = ', '.join(r[0] for r in rows[:10]) + (', ...' if len(rows) > 10 else '')
+                raise StoreError(
+                    f'run id prefix {run_id!r} is ambiguous: it matches {shown}. Give more characters.'
+                )
+            return _run_from_db(rows[0]) if rows else None
+
+        return self._read(read)
+
+    def list_runs(self, limit: int = 50) -> list[RunRow]:
+        """Stored runs, newest first (by `created`, then by insertion order)."""
+        return self._read(
+            lambda conn: [
+                _run_from_db(row)
+                for row in conn.execute(
+                    f'SELECT {_RUN_COLUMNS} FROM runs ORDER BY created DESC, rowid DESC LIMIT ?', (limit,)
+                )
+            ]
+        )
+
+    # -- the call journal ------------------------------------------------------------------------
+
+    def call_started(
+        self,
+        run_id: str,
+        seq: int,
+        callee: str,
+        arguments: dict[str, Any],
+        line: int | None = None,
+        attempt: int = 1,
+        source: CallSource = 'live',
+        side_effect: bool = False,
+        started: float | None = None,
+    ) -> None:
+        """Journal a call as `running` (replacing any earlier row at `seq`, e.g. a retry).
+
+        `started` is on whatever clock the caller uses (default: `time.time()`).
+        """
+        self.put_calls(
+            [
+                CallRow(
+                    run_id=run_id, seq=seq, callee=callee, arguments=arguments, line=line, status='running',
+                    started=time.time() if started is None else started, attempt=attempt, source=source,
+                    side_effect=side_effect,
+                )
+            ]
+        )  # fmt: skip
+
+    def call_finished(
+        self,
+        run_id: str,
+        seq: int,
+        status: JournalStatus,
+        result: Any = None,
+        error: str | None = None,
+        duration: float | None = None,
+    ) -> None:
+        """Record a call's outcome; durable when this returns. `StoreError` if the call was never started."""
+        _check_status(status)
+        result_json = _encode(result, f'result of call {seq}')
+
+        def write(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                'UPDATE calls SET status = ?, result_json = ?, error = ?, duration = ? '
+                'WHERE run_id = ? AND seq = ?',
+                (status, result_json, error, duration, run_id, seq),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f'run {run_id!r} has no call {seq} to finish: call_started() first.')
+            conn.execute('UPDATE runs SET updated = ? WHERE run_id = ?', (time.time(), run_id))
+
+        self._write(write)
+
+    def put_calls(self, calls: Iterable[CallRow]) -> None:
+        """Write whole call rows in one transaction (INSERT OR REPLACE), e.g. a fork's copied prefix.
+
+        Every row's run must exist; its `calls_count` is brought up to date.
+        """
+        rows = []
+        for call in calls:
+            _check_status(call.status)
+            if call.source not in CALL_SOURCES:
+                raise ValueError(
+                    f'unknown call source {call.source!r}; expected one of {sorted(CALL_SOURCES)}.'
+                )
+            rows.append(
+                (
+                    call.run_id, call.seq, call.callee,
+                    _encode_required(call.arguments, f'arguments of call {call.seq}'), call.line,
+                    call.status, _encode(call.result, f'result of call {call.seq}'), call.error, call.started,
+                    call.duration, call.attempt, call.source, int(call.side_effect),
+                )
+            )  # fmt: skip
+        if not rows:
+            return
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}) VALUES ({", ".join("?" * 13)})', rows
+            )
+            now = time.time()
+            for run_id in dict.fromkeys(row[0] for row in rows):
+                cursor = conn.execute(
+                    'UPDATE runs SET calls_count = (SELECT COUNT(*) FROM calls WHERE run_id = ?), '
+                    'updated = ? WHERE run_id = ?',
+                    (run_id, now, run_id),
+                )
+                if cursor.rowcount == 0:
+                    raise StoreError(
+                        f'no run {run_id!r} in {self.path}: create_run() before journaling calls.'
+                    )
+
+        self._write(write)
+
+    def calls(self, run_id: str) -> list[CallRow]:
+        """The run's journal, ordered by `seq`."""
+        return self._read(
+            lambda conn: [
+                _call_from_db(row)
+                for row in conn.execute(
+                    f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? ORDER BY seq', (run_id,)
+                )
+            ]
+        )
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    def put_snapshot(
+        self,
+        run_id: str,
+        after_seq: int,
+        blob: bytes,
+        ledger: list[dict[str, Any]],
+        created: float | None = None,
+    ) -> int:
+        """Seal a Monty dump (`blob`) with the pending-call `ledger`; returns the snapshot id."""
+        if not isinstance(ledger, list) or not all(isinstance(entry, dict) for entry in ledger):
+            raise TypeError('a snapshot ledger is a list of dicts {call_id, seq, callee, arguments, line}.')
+        ledger_json = _encode_required(ledger, 'snapshot ledger')
+        sealed = self.seal(blob)
+        row = (
+            run_id, after_seq, sealed, ledger_json, _monty_format(blob), STORE_FORMAT, len(sealed),
+            hashlib.sha256(sealed).hexdigest(), time.time() if created is None else created,
+        )  # fmt: skip
+
+        def write(conn: sqlite3.Connection) -> int:
+            if conn.execute('SELECT 1 FROM runs WHERE run_id = ?', (run_id,)).fetchone() is None:
+                raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before snapshotting.')
+            cursor = conn.execute(
+                'INSERT INTO snapshots (run_id, after_seq, blob, ledger_json, monty_format, store_format, '
+                'size, digest, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                row,
+            )
+            assert cursor.lastrowid is not None
+            return cursor.lastrowid
+
+        return self._write(write)
+
+    def latest_snapshot(self, run_id: str) -> SnapshotRow | None:
+        """The run's most recently taken snapshot, verified; `SnapshotError` if it fails verification."""
+        return self._snapshot(
+            f'SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_id,)
+        )
+
+    def snapshot_after(self, run_id: str, after_seq: int) -> SnapshotRow | None:
+        """The newest snapshot taken with at most `after_seq` calls journaled, verified."""
+        return self._snapshot(
+            f'SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE run_id = ? AND after_seq <= ? '
+            'ORDER BY after_seq DESC, id DESC',
+            (run_id, after_seq),
+        )
+
+    def seal(self, dump: bytes) -> bytes:
+        """`HSNP` + u16 store format + u16 Monty format + HMAC-SHA256(key, those 8 bytes + dump) + dump."""
+        monty_format = _monty_format(dump)
+        if monty_format > SUPPORTED_MONTY_FORMAT:
+            raise ValueError(
+                f'this Monty dump is format {monty_format}, newer than the {SUPPORTED_MONTY_FORMAT} this '
+                'harness knows: the installed pydantic-monty does not match the one harness pins.'
+            )
+        prefix = _PREFIX.pack(SNAPSHOT_MAGIC, STORE_FORMAT, monty_format)
+        return prefix + hmac.new(self._key, prefix + dump, hashlib.sha256).digest() + bytes(dump)
+
+    def unseal(self, blob: bytes, *, what: str = 'snapshot') -> bytes:
+        """Verify a sealed blob and return its Monty dump; `SnapshotError` says what is wrong."""
+        return self._unseal(bytes(blob), what=what, size=None, digest=None)
+
+    # -- offline traces --------------------------------------------------------------------------
+
+    def add_spans(self, run_id: str, spans: list[dict[str, Any]]) -> None:
+        """Append a batch of span dicts; values that are not JSON are stored as their `str`."""
+        spans_json = json.dumps(spans, ensure_ascii=False, separators=(',', ':'), default=str)
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT INTO spans (run_id, spans_json, created) VALUES (?, ?, ?)',
+                (run_id, spans_json, time.time()),
+            )
+        )
+
+    def spans(self, run_id: str) -> list[dict[str, Any]]:
+        """Every span stored for the run, batches in the order they were added."""
+        batches = self._read(
+            lambda conn: conn.execute(
+                'SELECT spans_json FROM spans WHERE run_id = ? ORDER BY id', (run_id,)
+            ).fetchall()
+        )
+        return [span for (text,) in batches for span in json.loads(text)]
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _snapshot(self, sql: str, params: tuple[Any, ...]) -> SnapshotRow | None:
+        row = self._read(lambda conn: conn.execute(sql + ' LIMIT 1', params).fetchone())
+        if row is None:
+            return None
+        snap_id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created = row
+        dump = self._unseal(bytes(blob), what=f'snapshot {snap_id} of run {run_id}', size=size, digest=digest)
+        return SnapshotRow(
+            id=snap_id, run_id=run_id, after_seq=after_seq, dump=dump, ledger=json.loads(ledger_json),
+            monty_format=monty_format, store_format=store_format, created=created,
+        )  # fmt: skip
+
+    def _unseal(self, blob: bytes, *, what: str, size: int | None, digest: str | None) -> bytes:
+        """Checks in an order that names the real cause: damage first, then versions, then the key."""
+        minimum = HEADER_LEN + len(MONTY_MAGIC) + 2
+        if len(blob) < (minimum if size is None else max(size, minimum)):
+            expected = f'at least {minimum}' if size is None or size < minimum else str(size)
+            raise SnapshotError(
+                f'{what} is truncated ({len(blob)} of {expected} bytes): the stored copy is damaged and will '
+                'not be loaded. Replay the run from its journal instead.'
+            )
+        if digest is not None and not hmac.compare_digest(hashlib.sha256(blob).hexdigest(), digest):
+            raise SnapshotError(
+                f'{what} was modified after it was written (its bytes no longer match the checksum recorded '
+                'with it): it is corrupt or was tampered with, and will not be loaded. Replay the run from '
+                'its journal.'
+            )
+        magic, store_format, monty_format = _PREFIX.unpack_from(blob)
+        if magic != SNAPSHOT_MAGIC:
+            raise SnapshotError(
+                f'{what} is not a sealed harness snapshot (bad magic {magic!r}, expected '
+                f'{SNAPSHOT_MAGIC!r}); it will not be loaded.'
+            )
+        if store_format > STORE_FORMAT:
+            raise SnapshotError(
+                f'{what} was written in snapshot format {store_format} by a newer harness; this one reads '
+                f'up to format {STORE_FORMAT}. Upgrade harness to resume it.'
+            )
+        if store_format < 1:
+            raise SnapshotError(f'{what} has an invalid snapshot format {store_format}: it is corrupt.')
+        prefix, mac, dump = blob[: _PREFIX.size], blob[_PREFIX.size : HEADER_LEN], blob[HEADER_LEN:]
+        if not hmac.compare_digest(mac, hmac.new(self._key, prefix + dump, hashlib.sha256).digest()):
+            if digest is not None:
+                raise SnapshotError(
+                    f"{what} does not authenticate with this store's key: it was sealed by another store "
+                    "(snapshots cannot be copied between store files) or this store's key was replaced. "
+                    'It will not be loaded; resume or replay it from the store that wrote it.'
+                )
+            raise SnapshotError(
+                f"{what} does not authenticate with this store's key: it was modified after it was sealed, "
+                'or sealed by another store. It will not be loaded.'
+            )
+        if monty_format > SUPPORTED_MONTY_FORMAT:
+            raise SnapshotError(
+                f'{what} holds a Monty dump in format {monty_format}, but the installed pydantic-monty '
+                f'reads up to format {SUPPORTED_MONTY_FORMAT}. Upgrade pydantic-monty (and harness) to '
+                'resume it.'
+            )
+        if not dump.startswith(MONTY_MAGIC) or _monty_format(dump) != monty_format:
+            raise SnapshotError(f'{what} does not hold the Monty dump its header describes: it is corrupt.')
+        return dump
+
+    def _configure(self, conn: sqlite3.Connection, busy_timeout: float, *, in_memory: bool) -> None:
+        try:
+            conn.execute(f'PRAGMA busy_timeout = {int(busy_timeout * 1000)}')
+            if not in_memory:
+                conn.execute('PRAGMA journal_mode = WAL')
+            conn.execute('PRAGMA synchronous = FULL')
+        except sqlite3.DatabaseError as exc:
+            if _is_busy(exc):
+                raise
+            raise StoreError(f'{self.path} is not a usable harness run store: {exc}') from exc
+
+    def _migrate(self) -> bytes:
+        """Bring the schema up to date (all pending migrations in one transaction); return the key."""
+        target = len(MIGRATIONS)
+
+        def current(conn: sqlite3.Connection) -> tuple[int, str | None]:
+            meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
+            if meta.fetchone() is None:
+                return 0, None
+            key = conn.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()
+            return _schema_version(conn), key[0] if key else None
+
+        def refuse_newer(version: int) -> None:
+            if version > target:
+                raise StoreError(
+                    f'the run store {self.path} has schema version {version}, newer than this harness knows '
+                    f'({target}): it was written by a newer harness. Upgrade harness (pip install -U '
+                    'harness) to open it; this version will not modify it.'
+                )
+
+        try:
+            version, key = self._read(current)
+            refuse_newer(version)
+            if version == target and key is not None:
+                return bytes.fromhex(key)
+
+            def write(conn: sqlite3.Connection) -> str:
+                conn.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
+                found = _schema_version(conn)  # again: another process may have migrated meanwhile
+                refuse_newer(found)
+                for statements in MIGRATIONS[found:]:
+                    for statement in statements:
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(target),)
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('secret_key', ?)",
+                    (secrets.token_hex(32),),
+                )
+                return conn.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()[0]
+
+            return bytes.fromhex(self._write(write))
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f'{self.path} is not a usable harness run store: {exc}') from exc
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` in one `BEGIN IMMEDIATE` transaction: all of it commits, or none of it."""
+
+        def transaction(conn: sqlite3.Connection) -> T:
+            conn.execute('BEGIN IMMEDIATE')
+            try:
+                result = fn(conn)
+                conn.execute('COMMIT')
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute('ROLLBACK')
+                raise
+
+        return self._retry(transaction)
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return self._retry(fn)
+
+    def _retry(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` under the connection lock, retrying while another process holds the file locked."""
+        deadline = time.monotonic() + self.lock_patience
+        delay = 0.005
+        while True:
+            with self._lock:
+                if self._conn is None:
+                    raise StoreError(f'the run store {self.path} is closed.')
+                try:
+                    return fn(self._conn)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise StoreError(f'run store {self.path}: {exc}') from exc
+                    if time.monotonic() >= deadline:
+                        raise StoreError(
+                            f'the run store {self.path} stayed locked by another process for over '
+                            f'{self.lock_patience:.0f} s; is a stuck process holding it?'
+                        ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, 'sqlite_errorcode', None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return True
+    text = str(exc)
+    return 'database is locked' in text or 'database is busy' in text or 'database table is locked' in text
+
+
+def _schema_version(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _monty_format(dump: bytes) -> int:
+    if len(dump) < len(MONTY_MAGIC) + 2 or not dump.startswith(MONTY_MAGIC):
+        raise ValueError("not a Monty dump: it does not start with b'MONTY\\x00' and a u16 version.")
+    return int.from_bytes(dump[len(MONTY_MAGIC) : len(MONTY_MAGIC) + 2], 'little')
+
+
+def _check_status(status: str) -> None:
+    if status not in JOURNAL_STATUSES:
+        raise ValueError(f'unknown call status {status!r}; expected one of {sorted(JOURNAL_STATUSES)}.')
+
+
+def _prefix_clause(prefix: str) -> str:
+    # A range over the primary key uses its index; it is exact for BINARY collation because UTF-8
+    # byte order equals code point order. The last character must have a successor outside surrogates.
+    last = ord(prefix[-1])
+    if last < 0xD7FF or 0xE000 <= last < 0x10FFFF:
+        return 'run_id >= ? AND run_id < ?'
+    return 'substr(run_id, 1, ?) = ?'
+
+
+def _prefix_params(prefix: str) -> tuple[Any, ...]:
+    if _prefix_clause(prefix).startswith('substr'):
+        return (len(prefix), prefix)
+    return (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+def _plain(value: Any, what: str) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(item, what) for item in value]
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f'cannot store {what}: a dict key is {type(key).__name__}, not str.')
+        return {key: _plain(item, what) for key, item in value.items()}
+    raise TypeError(
+        f'cannot store {what}: {type(value).__name__} is not plain data '
+        '(None, bool, int, float, str, list, tuple, dict with str keys).'
+    )
+
+
+def _encode_required(value: Any, what: str) -> str:
+    return json.dumps(_plain(value, what), ensure_ascii=False, separators=(',', ':'))
+
+
+def _encode(value: Any, what: str) -> str | None:
+    return None if value is None else _encode_required(value, what)
+
+
+def _decode(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _run_from_db(row: tuple[Any, ...]) -> RunRow:
+    (run_id, script, stubs_digest, status, created, updated, prompt, value_json, error, duration,
+     parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count) = row  # fmt: skip
+    return RunRow(
+        run_id=run_id, script=script, stubs_digest=stubs_digest, status=status, created=created,
+        updated=updated, prompt=prompt, value=_decode(value_json), error=error, duration=duration,
+        parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
+        trace_context=trace_context, inputs=_decode(inputs_json), calls_count=calls_count,
+    )  # fmt: skip
+
+
+def _call_from_db(row: tuple[Any, ...]) -> CallRow:
+    (run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, attempt,
+     source, side_effect) = row  # fmt: skip
+    return CallRow(
+        run_id=run_id, seq=seq, callee=callee, arguments=json.loads(arguments_json), line=line, status=status,
+        result=_decode(result_json), error=error, started=started, duration=duration, attempt=attempt,
+        source=source, side_effect=bool(side_effect),
+    )  # fmt: skip

@@ -1,0 +1,332 @@
+"""Offline views of a run's stored spans (the dicts `tracing.RunSpanRecorder` produces).
+
+`build_tree` nests the spans, `render_tree` draws them in the terminal with rich, and
+`render_mermaid` draws the path the run took as a Mermaid flowchart. Nothing here needs a network,
+an account or the OpenTelemetry SDK: the input is plain data, as read back from the run store.
+
+How spans are recognised (by attributes first, so renamed spans still work):
+
+- a call: has `harness.callee`, or is named `call ...`;
+- the check: named `check`;
+- a run: named `run_workflow ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from rich.tree import Tree
+
+SpanDict = Mapping[str, Any]
+
+PREVIEW_CHARS = 60
+
+
+@dataclass
+class Node:
+    """One span and its child spans, children in start order."""
+
+    span: SpanDict
+    children: list[Node] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return duration_of(self.span)
+
+
+def build_tree(spans: Iterable[SpanDict]) -> list[Node]:
+    """Nest `spans` by `parent_span_id`; the roots, in start order.
+
+    A span whose parent is not among `spans` (a remote parent, or one not recorded) is a root, and
+    so is a span whose parent chain loops back to itself (corrupt data), so every span is shown once.
+    """
+    ordered = sorted(spans, key=lambda s: (_float(s.get('start')), _float(s.get('end'))))
+    nodes: dict[str, Node] = {}
+    for span in ordered:
+        nodes.setdefault(str(span.get('span_id')), Node(span))
+    roots: list[Node] = []
+    for span in ordered:
+        node = nodes[str(span.get('span_id'))]
+        if node.span is not span:
+            continue  # a duplicate span id: the first one wins
+        parent = _parent(node, nodes)
+        if parent is None or _loops(node, nodes):
+            roots.append(node)
+        else:
+            parent.children.append(node)
+    return roots
+
+
+def render_tree(spans: Iterable[SpanDict]) -> Tree:
+    """The span tree as a rich `Tree`: name, duration, status and the interesting attributes."""
+    roots = build_tree(spans)
+    if not roots:
+        return Tree(Text('no spans recorded', style='dim'))
+    if len(roots) == 1:
+        tree = Tree(span_label(roots[0].span))
+        _add_children(tree, roots[0])
+        return tree
+    tree = Tree(Text(f'{len(roots)} root spans', style='dim'))
+    for root in roots:
+        _add_children(tree.add(span_label(root.span)), root)
+    return tree
+
+
+def span_label(span: SpanDict) -> Text:
+    """One line for `span`: `name  12 ms  ok  key=value ...` (no rich markup is interpreted)."""
+    attrs: Mapping[str, Any] = span.get('attributes') or {}
+    failed = span.get('status') == 'error'
+    text = Text()
+    text.append(str(span.get('name', '?')), style='bold red' if failed else 'bold')
+    text.append(f'  {format_duration(duration_of(span))}', style='dim')
+    if failed:
+        error = span.get('error')
+        text.append('  error' + (f': {_preview(error)}' if error else ''), style='red')
+    else:
+        text.append('  ok', style='green')
+    details = _details(span, attrs)
+    if details:
+        text.append('  ' + '  '.join(details), style='cyan')
+    return text
+
+
+def format_duration(seconds: float) -> str:
+    """`0.4 ms`, `12 ms`, `1.25 s`, `2 m 05 s`."""
+    if seconds < 0.01:
+        return f'{seconds * 1000:.1f} ms'
+    if seconds < 1:
+        return f'{seconds * 1000:.0f} ms'
+    if seconds < 60:
+        return f'{seconds:.2f} s'
+    minutes, rest = divmod(round(seconds), 60)
+    return f'{minutes} m {rest:02d} s'
+
+
+def duration_of(span: SpanDict) -> float:
+    return max(0.0, _float(span.get('end')) - _float(span.get('start')))
+
+
+def render_mermaid(spans: Iterable[SpanDict]) -> str:
+    """A Mermaid `flowchart TD` of the path the run took.
+
+    Nodes: the run (`run_workflow ...`), the check, and each call as `#seq callee` (every attempt is
+    its own node). Steps are taken in start order; steps whose times overlap (a gather) form one
+    stage, drawn as parallel branches from the previous stage and joined into the next one (through
+    a small join node when two parallel stages follow each other). A later `run_workflow` span (a
+    resumed run) is a step of its own. Failed steps get the `error` class.
+    """
+    steps = sorted(
+        (s for s in spans if _kind(s) in ('run', 'check', 'call')),
+        key=lambda s: (_float(s.get('start')), _seq(s)),
+    )
+    lines = ['flowchart TD']
+    edges: list[str] = []
+    failed: list[str] = []
+    ids: dict[int, str] = {}
+    for index, span in enumerate(steps):
+        node_id = f'n{index}'
+        ids[id(span)] = node_id
+        lines.append(f'    {node_id}["{mermaid_escape(_mermaid_label(span))}"]')
+        if span.get('status') == 'error':
+            failed.append(node_id)
+    previous: list[str] = []
+    joins = 0
+    for stage in _stages(steps):
+        current = [ids[id(s)] for s in sorted(stage, key=lambda s: (_seq(s), _float(s.get('start'))))]
+        if len(previous) > 1 and len(current) > 1:
+            joins += 1
+            join_id = f'j{joins}'
+            lines.append(f'    {join_id}(("join"))')
+            edges.extend(f'    {p} --> {join_id}' for p in previous)
+            previous = [join_id]
+        edges.extend(f'    {p} --> {c}' for p in previous for c in current)
+        previous = current
+    lines.extend(edges)
+    if failed:
+        lines.append('    classDef error fill:#fdd,stroke:#c00,color:#900')
+        lines.append(f'    class {",".join(failed)} error')
+    return '\n'.join(lines) + '\n'
+
+
+def mermaid_escape(text: str) -> str:
+    """Make `text` safe inside a double-quoted Mermaid label.
+
+    Quotes, angle brackets, ampersands and backticks become Mermaid entity codes (`#quot;` ...),
+    a `#` that would start an entity code itself becomes `#35;`, and newlines become spaces.
+    """
+    text = re.sub(r'#(?=\w+;)', '#35;', text)
+    for char, entity in (('"', '#quot;'), ('<', '#lt;'), ('>', '#gt;'), ('&', '#amp;'), ('`', '#96;')):
+        text = text.replace(char, entity)
+    return ' '.join(text.split())
+
+
+def _stages(steps: Sequence[SpanDict]) -> list[list[SpanDict]]:
+    """Group start-ordered steps into stages of steps that overlap in time; a run is its own stage."""
+    stages: list[list[SpanDict]] = []
+    stage_end = -math.inf
+    for span in steps:
+        start = _float(span.get('start'))
+        joins = stages and _kind(span) != 'run' and _kind(stages[-1][0]) != 'run' and start < stage_end
+        if joins:
+            stages[-1].append(span)
+            stage_end = max(stage_end, _float(span.get('end')))
+        else:
+            stages.append([span])
+            stage_end = start if _kind(span) == 'run' else _float(span.get('end'))
+    return stages
+
+
+def _mermaid_label(span: SpanDict) -> str:
+    attrs: Mapping[str, Any] = span.get('attributes') or {}
+    kind = _kind(span)
+    if kind == 'call':
+        seq = attrs.get('harness.seq')
+        label = f'#{seq} {_callee(span)}' if seq is not None else _callee(span)
+        attempt = _int(attrs.get('harness.attempt'))
+        if attempt is not None and attempt > 1:
+            label += f' (attempt {attempt})'
+        source = attrs.get('harness.source')
+        if source and source != 'live':
+            label += f' [{source}]'
+    elif kind == 'check':
+        errors = error_count(attrs.get('harness.errors'))
+        label = 'check' + (f' ({errors} error{"s" if errors != 1 else ""})' if errors else '')
+    else:
+        label = str(span.get('name', 'run_workflow'))
+        status = attrs.get('harness.status')
+        if status:
+            label += f' ({status})'
+    if span.get('status') == 'error':
+        label += ' ✗'
+    return label
+
+
+def error_count(value: Any) -> int:
+    """How many errors `harness.errors` holds: an int, a list, a JSON list, or ty's text output."""
+    if value is None or isinstance(value, bool):
+        return 0
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, list | tuple):
+        return len(value)
+    text = str(value).strip()
+    if not text:
+        return 0
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, int | list):
+        return decoded if isinstance(decoded, int) else len(decoded)
+    flagged = sum(1 for line in text.splitlines() if re.search(r'\berror\[', line))
+    return flagged or 1
+
+
+def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
+    kind = _kind(span)
+    out: list[str] = []
+    if kind == 'call':
+        if attrs.get('harness.seq') is not None:
+            out.append(f'#{attrs["harness.seq"]}')
+        if attrs.get('harness.arguments') is not None:
+            out.append(f'args={_preview(attrs["harness.arguments"])}')
+        if attrs.get('harness.result_preview') is not None:
+            out.append(f'-> {_preview(attrs["harness.result_preview"])}')
+        attempt = _int(attrs.get('harness.attempt'))
+        if attempt is not None and attempt > 1:
+            out.append(f'attempt {attempt}')
+        source = attrs.get('harness.source')
+        if source and source != 'live':
+            out.append(f'[{source}]')
+    elif kind == 'check':
+        errors = error_count(attrs.get('harness.errors'))
+        out.append(f'{errors} error{"s" if errors != 1 else ""}' if errors else 'no errors')
+    elif kind == 'run':
+        for key, label in (('harness.status', 'status'), ('harness.budget_used', 'budget')):
+            if attrs.get(key) is not None:
+                out.append(f'{label}={_preview(attrs[key])}')
+    model = attrs.get('gen_ai.request.model') or attrs.get('gen_ai.response.model')
+    if model and kind != 'call':
+        out.append(f'model={model}')
+    tokens_in = attrs.get('gen_ai.usage.input_tokens')
+    tokens_out = attrs.get('gen_ai.usage.output_tokens')
+    if tokens_in is not None or tokens_out is not None:
+        out.append(f'tokens in={_or_unknown(tokens_in)} out={_or_unknown(tokens_out)}')
+    return out
+
+
+def _or_unknown(value: Any) -> str:
+    return '?' if value is None else str(value)
+
+
+def _kind(span: SpanDict) -> str:
+    attrs: Mapping[str, Any] = span.get('attributes') or {}
+    name = str(span.get('name', ''))
+    if 'harness.callee' in attrs or name.startswith('call '):
+        return 'call'
+    if name == 'check':
+        return 'check'
+    if name == 'run_workflow' or name.startswith('run_workflow '):
+        return 'run'
+    return 'other'
+
+
+def _callee(span: SpanDict) -> str:
+    attrs: Mapping[str, Any] = span.get('attributes') or {}
+    callee = attrs.get('harness.callee')
+    if callee:
+        return str(callee)
+    return str(span.get('name', '')).removeprefix('call ')
+
+
+def _add_children(branch: Tree, node: Node) -> None:
+    for child in node.children:
+        _add_children(branch.add(span_label(child.span)), child)
+
+
+def _parent(node: Node, nodes: Mapping[str, Node]) -> Node | None:
+    parent_id = node.span.get('parent_span_id')
+    return nodes.get(str(parent_id)) if parent_id else None
+
+
+def _loops(node: Node, nodes: Mapping[str, Node]) -> bool:
+    """Whether `node`'s parent chain comes back to `node` (a chain entering another loop is fine)."""
+    seen: set[int] = set()
+    current = _parent(node, nodes)
+    while current is not None and id(current) not in seen:
+        if current is node:
+            return True
+        seen.add(id(current))
+        current = _parent(current, nodes)
+    return False
+
+
+def _preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = ' '.join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + '…'
+
+
+def _seq(span: SpanDict) -> float:
+    value = _int((span.get('attributes') or {}).get('harness.seq'))
+    return float(value) if value is not None else math.inf
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0

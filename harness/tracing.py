@@ -1,0 +1,342 @@
+"""Tracing: the one place that configures logfire, and the recorder that keeps each run's spans.
+
+Every run is recorded as OpenTelemetry spans (`run_workflow {run_id}`, `check`, `call {callee}`,
+and pydantic-ai's agent spans below each call). Where they go:
+
+- **Offline, always**: `RECORDER`, a span processor, keeps the finished spans of every run as
+  compact dicts until the engine takes them with `RECORDER.drain(run_id)` and stores them with the
+  run, so `harness trace RUN` works with no account and no network.
+- **Logfire**, only when a token is present: the `LOGFIRE_TOKEN` variable, `token=` through a
+  user's own `logfire.configure`, or a credentials file written by `logfire auth`/`logfire projects
+  use` in `.logfire/` under the working directory.
+- **Any other OpenTelemetry backend**, only when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+  `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (logfire then adds a standard OTLP exporter).
+
+With none of these, nothing leaves the machine: no exporter to the network is installed.
+
+`configure_tracing` never overrides a user's own setup. It decides once per process, in order:
+
+1. `HARNESS_TRACING=off` (or `0`, `false`, `no`): do nothing at all; runs record no spans.
+2. logfire already configured (the user called `logfire.configure`): keep it; only add `RECORDER`
+   to its tracer provider. pydantic-ai is instrumented only if nobody instrumented it yet.
+3. another global OpenTelemetry tracer provider is set (anything but OpenTelemetry's initial
+   proxy): keep it; only add `RECORDER` when the provider accepts span processors (an SDK
+   `TracerProvider` does). pydantic-ai is left as the user set it (its spans carry prompts).
+4. otherwise: `logfire.configure(send_to_logfire='if-token-present', console=False, ...)`, then
+   `RECORDER` is added to its tracer provider, then `logfire.instrument_pydantic_ai()`.
+
+In every branch `RECORDER` sits beside logfire's pipeline, not inside it: what is exported is
+scrubbed by logfire (a value mentioning "password", "session", "api key"... is replaced), what is
+recorded for the offline view is not, as the run store already holds the same data in full.
+A later `logfire.configure` call by the user replaces the provider and so drops `RECORDER`: configure
+logfire before the harness, or add `RECORDER` again with `provider.add_span_processor(RECORDER)`.
+
+Invariants: a span belongs to a run if it carries `harness.run_id` when it starts (or ends), or if
+its parent span in the same trace belonged to that run when the child started. Attributes kept by
+the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
+`RunSpanRecorder.value_limit` characters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+RUN_ID_ATTRIBUTE = 'harness.run_id'
+KEPT_PREFIXES: tuple[str, ...] = ('harness.',)
+KEPT_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        'gen_ai.agent.name',
+        'gen_ai.operation.name',
+        'gen_ai.request.model',
+        'gen_ai.response.model',
+        'gen_ai.tool.name',
+        'gen_ai.usage.input_tokens',
+        'gen_ai.usage.output_tokens',
+    }
+)
+OFF_VALUES = frozenset({'off', '0', 'false', 'no'})
+
+SpanDict = dict[str, Any]
+"""One finished span: `name`, `span_id`, `parent_span_id` (hex or None), `trace_id`, `start` and
+`end` (unix seconds), `status` (`'ok'` or `'error'`), `error` (message or None), `attributes`."""
+
+TracingMode = Literal['logfire', 'user-logfire', 'user-opentelemetry', 'off']
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class RunSpanRecorder(SpanProcessor):
+    """Keeps the finished spans of each run, keyed by run id, until `drain(run_id)` takes them.
+
+    Membership is decided when a span starts (its own `harness.run_id`, else its parent's run when
+    the parent is a span of the same trace that this recorder saw start and that is still open), and
+    again when it ends (its own `harness.run_id`, for an attribute set after the start). So set
+    `harness.run_id` on the run's span at its start, and start child spans before their parent ends.
+
+    Memory is bounded: at most `max_runs` undrained runs (the oldest is dropped first) and
+    `max_spans_per_run` spans per run (later ones are counted in `dropped`). Thread-safe.
+    """
+
+    def __init__(
+        self, *, max_runs: int = 256, max_spans_per_run: int = 10_000, value_limit: int = 500
+    ) -> None:
+        self.max_runs = max_runs
+        self.max_spans_per_run = max_spans_per_run
+        self.value_limit = value_limit
+        self.dropped: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._open: dict[tuple[int, int], str] = {}
+        """(trace_id, span_id) of each started, not yet ended span of a run -> its run id."""
+        self._runs: OrderedDict[str, list[SpanDict]] = OrderedDict()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        ctx = span.get_span_context()
+        run_id = _run_id_of(span.attributes)
+        with self._lock:
+            if run_id is None and span.parent is not None and span.parent.trace_id == ctx.trace_id:
+                run_id = self._open.get((span.parent.trace_id, span.parent.span_id))
+            if run_id is not None:
+                self._open[(ctx.trace_id, ctx.span_id)] = run_id
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = span.get_span_context()
+        if ctx is None:
+            return
+        with self._lock:
+            owner = self._open.pop((ctx.trace_id, ctx.span_id), None)
+        run_id = _run_id_of(span.attributes) or owner
+        if run_id is None:
+            return
+        record = span_to_dict(span, value_limit=self.value_limit)
+        with self._lock:
+            spans = self._runs.get(run_id)
+            if spans is None:
+                spans = self._runs[run_id] = []
+                while len(self._runs) > self.max_runs:
+                    self._runs.popitem(last=False)
+            if len(spans) >= self.max_spans_per_run:
+                self.dropped[run_id] = self.dropped.get(run_id, 0) + 1
+            else:
+                spans.append(record)
+
+    def drain(self, run_id: str) -> list[SpanDict]:
+        """Take (and forget) the finished spans recorded for `run_id`, ordered by start time.
+
+        Spans of the run that are still open are not included; they are recorded when they end and
+        a later `drain` returns them.
+        """
+        with self._lock:
+            spans = self._runs.pop(run_id, [])
+            self.dropped.pop(run_id, None)
+        return sorted(spans, key=lambda s: (s['start'], s['end']))
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def span_to_dict(span: ReadableSpan, *, value_limit: int = 500) -> SpanDict:
+    """The compact, JSON-ready record of one finished span (see `SpanDict`).
+
+    A logfire span's name is its message template (`'call {callee}'`); the formatted message
+    (`logfire.msg`) is used as the name instead whenever the name holds a `{`.
+    """
+    ctx = span.get_span_context()
+    assert ctx is not None
+    attributes = dict(span.attributes or {})
+    name = span.name
+    message = attributes.get('logfire.msg')
+    if '{' in name and isinstance(message, str) and message:
+        name = message
+    failed = span.status.status_code is StatusCode.ERROR
+    start = (span.start_time or 0) / 1e9
+    end = span.end_time / 1e9 if span.end_time is not None else start
+    return {
+        'name': _truncate(name, value_limit),
+        'span_id': format(ctx.span_id, '016x'),
+        'parent_span_id': format(span.parent.span_id, '016x') if span.parent is not None else None,
+        'trace_id': format(ctx.trace_id, '032x'),
+        'start': start,
+        'end': end,
+        'status': 'error' if failed else 'ok',
+        'error': _truncate(_error_message(span), value_limit) if failed else None,
+        'attributes': {
+            key: _compact(value, value_limit)
+            for key, value in attributes.items()
+            if key.startswith(KEPT_PREFIXES) or key in KEPT_ATTRIBUTES
+        },
+    }
+
+
+RECORDER = RunSpanRecorder()
+"""The process-wide recorder `configure_tracing` installs; the engine calls `RECORDER.drain(run_id)`."""
+
+_lock = threading.Lock()
+_mode: TracingMode | None = None
+
+
+def configure_tracing(*, service_name: str = 'harness', console: bool = False) -> None:
+    """Set up tracing once per process (later calls do nothing); see the module docstring.
+
+    `console=True` also prints spans to the terminal (logfire's console exporter, styled by the
+    `LOGFIRE_CONSOLE_*` variables); it applies only when this call is the one configuring logfire.
+    `LOGFIRE_SEND_TO_LOGFIRE=false` is honoured: then not even a token sends anything to Logfire.
+    """
+    global _mode
+    with _lock:
+        if _mode is not None:
+            return
+        _mode = _configure(service_name=service_name, console=console)
+
+
+def tracing_mode() -> TracingMode | None:
+    """What `configure_tracing` did: `None` before it ran, else the branch it took.
+
+    `'logfire'`: it configured logfire itself; `'user-logfire'` / `'user-opentelemetry'`: it found
+    the user's setup and only added `RECORDER`; `'off'`: `HARNESS_TRACING` disabled tracing.
+    """
+    return _mode
+
+
+def _configure(*, service_name: str, console: bool) -> TracingMode:
+    import logfire
+
+    if os.environ.get('HARNESS_TRACING', '').strip().lower() in OFF_VALUES:
+        return 'off'
+    if _logfire_is_configured():
+        logfire_provider = logfire.DEFAULT_LOGFIRE_INSTANCE.config.get_tracer_provider()
+        _add_recorder(logfire_provider)
+        global_provider = trace.get_tracer_provider()
+        if global_provider is not logfire_provider:
+            _add_recorder(global_provider)
+        if not _pydantic_ai_is_instrumented():
+            logfire.instrument_pydantic_ai()
+        return 'user-logfire'
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, trace.ProxyTracerProvider):
+        _add_recorder(provider)
+        return 'user-opentelemetry'
+    send_to_logfire: bool | Literal['if-token-present'] = 'if-token-present'
+    if os.environ.get('LOGFIRE_SEND_TO_LOGFIRE', '').strip().lower() in OFF_VALUES:
+        send_to_logfire = False
+    logfire.configure(
+        send_to_logfire=send_to_logfire,
+        service_name=service_name,
+        console=None if console else False,
+        inspect_arguments=False,
+    )
+    # Added to the provider rather than through `additional_span_processors`, which would wrap it in
+    # logfire's scrubber: the offline view then shows what the run store already holds in full.
+    _add_recorder(logfire.DEFAULT_LOGFIRE_INSTANCE.config.get_tracer_provider())
+    logfire.instrument_pydantic_ai()
+    return 'logfire'
+
+
+def _logfire_is_configured() -> bool:
+    import logfire
+
+    return bool(getattr(logfire.DEFAULT_LOGFIRE_INSTANCE.config, '_initialized', False))
+
+
+def _add_recorder(provider: object) -> None:
+    add = getattr(provider, 'add_span_processor', None)
+    if callable(add):
+        add(RECORDER)
+
+
+def _pydantic_ai_is_instrumented() -> bool:
+    from pydantic_ai import Agent
+
+    return Agent._instrument_default is not False  # pyright: ignore[reportPrivateUsage]
+
+
+def current_traceparent() -> str | None:
+    """The W3C `traceparent` of the current span, to store with a snapshot; None outside a span."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get('traceparent')
+
+
+@contextmanager
+def attach_traceparent(traceparent: str | None) -> Generator[None]:
+    """Make `traceparent` the current parent inside the block, so new spans join that trace.
+
+    `None` or an unparsable value leaves the current context as it is.
+    """
+    if not traceparent:
+        yield
+        return
+    token = otel_context.attach(_PROPAGATOR.extract({'traceparent': traceparent}))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def logfire_link(trace_id: str | None = None) -> str | None:
+    """A link to the Logfire project (to one trace with `trace_id`), or None without a token.
+
+    Best effort: the project URL is known from the credentials file at once, and from a token only
+    after logfire has validated it in the background (shortly after `configure_tracing`).
+    """
+    try:
+        import logfire
+
+        url = logfire.DEFAULT_LOGFIRE_INSTANCE.config._project_url  # pyright: ignore[reportPrivateUsage]
+    except Exception:
+        return None
+    if not isinstance(url, str) or not url:
+        return None
+    url = url.rstrip('/')
+    if trace_id:
+        query = urlencode({'q': f"trace_id='{trace_id}'"})
+        return f'{url}?{query}'
+    return url
+
+
+def _run_id_of(attributes: Mapping[str, Any] | None) -> str | None:
+    if not attributes:
+        return None
+    value = attributes.get(RUN_ID_ATTRIBUTE)
+    return str(value) if value is not None and value != '' else None
+
+
+def _error_message(span: ReadableSpan) -> str:
+    if span.status.description:
+        return span.status.description
+    for event in span.events:
+        if event.name == 'exception' and event.attributes:
+            kind = event.attributes.get('exception.type', '')
+            message = event.attributes.get('exception.message', '')
+            return f'{kind}: {message}' if kind else str(message)
+    return 'error'
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + '…'
+
+
+def _compact(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return _truncate(value, limit)
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    items = list(value) if isinstance(value, list | tuple) else value
+    text = json.dumps(items, ensure_ascii=False, default=str)
+    return items if len(text) <= limit else _truncate(text, limit)

@@ -1,0 +1,135 @@
+"""Registration: every mistake fails at registration with an error that names the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+
+from harness import Harness, RegistrationError
+
+
+def fresh() -> Harness:
+    return Harness(store=':memory:')
+
+
+async def ok(*, task: str) -> str:
+    return task
+
+
+@pytest.mark.parametrize(
+    ('name', 'fix'),
+    [
+        ('', 'pass name='),
+        ('not valid', 'not a Python identifier'),
+        ('class', 'Python keyword'),
+        ('asyncio', 'shadow'),
+        ('print', 'shadow'),
+        ('settled', 'shadow'),
+        ('len', 'shadow'),
+        ('_private', 'public name'),
+    ],
+)
+def test_bad_names_are_refused_with_the_fix(name: str, fix: str):
+    with pytest.raises(RegistrationError, match=fix):
+        fresh().subagent(name=name)(ok)
+
+
+def test_agent_without_a_name_is_refused():
+    with pytest.raises(RegistrationError, match='pass name='):
+        fresh().add_agent(Agent(TestModel()))
+
+
+def test_duplicates_are_refused():
+    h = fresh()
+    h.subagent(name='dup')(ok)
+    with pytest.raises(RegistrationError, match='already registered'):
+        h.tool(name='dup')(ok)
+
+
+def test_untyped_parameters_and_returns_are_refused():
+    async def untyped(*, task):  # type: ignore[no-untyped-def]
+        return task
+
+    async def no_return(*, task: str):  # type: ignore[no-untyped-def]
+        return task
+
+    with pytest.raises(RegistrationError, match="parameter 'task' has no type annotation"):
+        fresh().subagent(untyped)
+    with pytest.raises(RegistrationError, match='no return annotation'):
+        fresh().subagent(no_return)
+
+
+class Opaque:
+    pass
+
+
+def test_types_that_cannot_cross_are_refused():
+    async def takes(*, thing: Opaque) -> str:
+        return ''
+
+    async def gives(*, task: str) -> Opaque:
+        return Opaque()
+
+    with pytest.raises(RegistrationError, match='cannot cross into the sandbox'):
+        fresh().subagent(takes)
+    with pytest.raises(RegistrationError, match='cannot cross into the sandbox'):
+        fresh().subagent(gives)
+
+
+def test_var_args_are_refused():
+    async def star(*args: str) -> str:
+        return ''
+
+    with pytest.raises(RegistrationError, match='keyword parameters only'):
+        fresh().subagent(star)
+
+
+def test_subagent_must_be_async_but_tools_need_not():
+    def sync(*, x: int) -> int:
+        return x
+
+    with pytest.raises(RegistrationError, match='async def'):
+        fresh().subagent(sync)
+    h = fresh()
+    h.tool(sync)
+    assert 'async def sync(*, x: int) -> int:' in h.stubs()
+
+
+def test_params_model_fields_become_keyword_parameters_and_docs():
+    class Request(BaseModel):
+        """Ignored: the agent's description is the docstring."""
+
+        path: str
+        strict: bool = False
+
+    h = fresh()
+    h.add_agent(Agent(TestModel(), name='linter', description='Lints one file.'), params=Request)
+    stubs = h.stubs()
+    assert 'async def linter(*, path: str, strict: bool = False) -> str:' in stubs
+    assert '"""Lints one file."""' in stubs
+
+
+def test_invalid_settings_name_the_fix():
+    with pytest.raises(ValueError, match='max_agent_calls must be at least 1'):
+        Harness(store=':memory:', max_agent_calls=0)
+    with pytest.raises(ValueError, match='unknown sandbox limit'):
+        Harness(store=':memory:', limits={'max_durations_secs': 1})
+
+
+def test_stub_text_is_what_the_checker_uses():
+    h = fresh()
+
+    @h.tool
+    def fetch(*, url: str) -> dict[str, Any]:
+        """Fetch a URL (pretend)."""
+        return {}
+
+    stubs = h.stubs()
+    # The catalog type-checks as a module on its own, and a script using it passes.
+    assert h.check('r = await fetch(url="x")\nr["k"]').ok
+    assert stubs.startswith('import asyncio\n')
+    assert 'async def settled(aw: Awaitable[T]) -> Settled[T]:' in stubs

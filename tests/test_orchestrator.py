@@ -1,0 +1,179 @@
+"""The run_workflow tool through a real pydantic-ai Agent driven by FunctionModel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+
+def retried(parts: list[Any]) -> list[str]:
+    """The retry messages the model got (pydantic-ai 2.68 sends them as retried tool returns)."""
+    found = []
+    for part in parts:
+        if isinstance(part, RetryPromptPart):
+            found.append(part.model_response())
+        elif isinstance(part, ToolReturnPart) and getattr(part, 'outcome', None) == 'retried':
+            found.append(str(part.content))
+    return found
+
+
+def scripted(*scripts: str, seen: list[Any] | None = None) -> FunctionModel:
+    """An orchestrator model that sends the given scripts one per turn, then answers with the last tool result."""
+    queue = list(scripts)
+    tools_seen: list[list[str]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tools_seen.append([t.name for t in info.function_tools])
+        last = messages[-1]
+        if seen is not None and isinstance(last, ModelRequest):
+            seen.extend(last.parts)
+        if queue:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': queue.pop(0)})])
+        part = last.parts[-1] if isinstance(last, ModelRequest) else None
+        return ModelResponse(parts=[TextPart(f'final: {getattr(part, "content", "")}')])
+
+    model = FunctionModel(respond)
+    model.tools_seen = tools_seen  # type: ignore[attr-defined]
+    return model
+
+
+def test_orchestrator_has_exactly_one_tool_and_retries_a_type_error(make_harness):
+    h = make_harness()
+    runs: list[str] = []
+
+    @h.subagent
+    async def reviewer(*, task: str) -> str:
+        runs.append(task)
+        return f'reviewed {task}'
+
+    seen: list[Any] = []
+    model = scripted(
+        'r = await reviewer(task=42)',
+        'import asyncio\nrs = await asyncio.gather(reviewer(task="a"), reviewer(task="b"))\nrs',
+        seen=seen,
+    )
+    agent = h.orchestrator(model)
+    result = agent.run_sync('review a and b')
+    assert model.tools_seen[0] == ['run_workflow']  # type: ignore[attr-defined]
+    [retry] = retried(seen)
+    assert 'invalid-argument-type' in retry
+    assert 'nothing ran' in retry
+    assert runs == ['a', 'b']
+    assert result.output == "final: ['reviewed a', 'reviewed b']"
+
+
+def test_failed_script_lists_completed_results_for_the_retry(make_harness):
+    h = make_harness()
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        return n * n
+
+    seen: list[Any] = []
+    script = 'a = await step(n=1)\nb = await step(n=2)\nc = await step(n=3)\nraise ValueError("then it broke")'
+    h.orchestrator(scripted(script, '1', seen=seen)).run_sync('go')
+    [retry] = retried(seen)
+    assert 'ValueError: then it broke' in retry
+    assert '#1 step({"n":1}) -> 1' in retry
+    assert '#2 step({"n":2}) -> 4' in retry
+    assert '#3 step({"n":3}) -> 9' in retry
+
+
+def test_budget_is_shared_across_scripts_of_one_run_and_ends_with_a_result_not_a_retry(make_harness):
+    h = make_harness(max_agent_calls=3)
+    count = 0
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        nonlocal count
+        count += 1
+        return n
+
+    seen: list[Any] = []
+    model = scripted('await step(n=1)\nawait step(n=2)', 'await step(n=3)\nawait step(n=4)', seen=seen)
+    result = h.orchestrator(model).run_sync('go')
+    assert count == 3
+    returns = [p for p in seen if isinstance(p, ToolReturnPart)]
+    assert 'budget' in str(returns[-1].content)
+    assert retried(seen) == []
+    assert result.output.startswith('final:')
+
+
+def test_sub_agents_get_deps_usage_and_do_not_see_run_workflow(make_harness):
+    h = make_harness()
+    inner_tools: list[list[str]] = []
+
+    def inner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        inner_tools.append([t.name for t in info.function_tools])
+        return ModelResponse(parts=[TextPart('inner answer')])
+
+    helper: Agent[Any, str] = Agent(FunctionModel(inner), name='helper', deps_type=dict)
+    # The sub-agent carries the capability itself: workflows must not nest all the same.
+    helper_with_cap: Agent[Any, str] = Agent(FunctionModel(inner), name='nested', capabilities=[h.capability()])
+    h.add_agent(helper)
+    h.add_agent(helper_with_cap)
+    agent = h.orchestrator(scripted('[await helper(task="x"), await nested(task="y")]'), deps_type=dict)
+    result = agent.run_sync('go', deps={'k': 1})
+    assert inner_tools == [[], []]
+    baseline = h.orchestrator(scripted('["no calls"]'), deps_type=dict).run_sync('go', deps={'k': 1})
+    # Sub-agent tokens join the orchestrator's report; their requests count against their own limits.
+    assert result.usage.requests == baseline.usage.requests == 2
+    assert result.usage.output_tokens > baseline.usage.output_tokens
+
+
+def test_fifty_sub_agent_calls_through_the_orchestrator_with_defaults(make_harness):
+    h = make_harness()
+    h.add_agent(Agent(TestModel(custom_output_text='ok'), name='worker'))
+    script = 'import asyncio\nrs = await asyncio.gather(*[worker(task=str(i)) for i in range(50)])\nlen(rs)'
+    result = h.orchestrator(scripted(script)).run_sync('go')
+    assert result.output == 'final: 50'
+
+
+def test_tool_description_is_stable_and_carries_the_stubs(make_harness):
+    h = make_harness()
+
+    @h.subagent
+    async def reviewer(*, task: str) -> str:
+        return task
+
+    descriptions: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        descriptions.extend(t.description or '' for t in info.function_tools)
+        if len(descriptions) == 1:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': '1'})])
+        return ModelResponse(parts=[TextPart('done')])
+
+    h.orchestrator(FunctionModel(respond)).run_sync('x')
+    assert len(descriptions) == 2 and descriptions[0] == descriptions[1]
+    assert h.stubs() in descriptions[0]
+
+
+async def test_concurrent_orchestrator_runs_keep_separate_budgets(make_harness):
+    h = make_harness(max_agent_calls=2)
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        await asyncio.sleep(0.01)
+        return n
+
+    agent = h.orchestrator(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')])))
+
+    def make_model() -> FunctionModel:
+        return scripted('[await step(n=1), await step(n=2)]')
+
+    results = await asyncio.gather(*[agent.run('go', model=make_model()) for _ in range(3)])
+    assert all(r.output == 'final: [1, 2]' for r in results)

@@ -1,0 +1,542 @@
+"""The run store: round trips, ordering, prefix lookup, migrations, sealed snapshots, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import store as store_module
+from harness.errors import SnapshotError
+from harness.store import (
+    HEADER_LEN,
+    MIGRATIONS,
+    STORE_FORMAT,
+    SUPPORTED_MONTY_FORMAT,
+    CallRow,
+    RunRow,
+    RunStore,
+    StoreError,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fake_dump(payload: bytes = b'\xa4kpaused interpreter state' * 4, version: int = 14) -> bytes:
+    return b'MONTY\x00' + version.to_bytes(2, 'little') + payload
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / 'nested' / 'dir' / 'runs.db'
+
+
+@pytest.fixture
+def store(db: Path):
+    with RunStore(db) as s:
+        yield s
+
+
+def raw(db: Path) -> sqlite3.Connection:
+    """A plain connection to the store file, for inspecting and damaging it behind the store's back."""
+    return sqlite3.connect(db, isolation_level=None)
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def test_run_round_trip_and_persistence(db: Path) -> None:
+    run = RunRow(
+        run_id='r-1', script='x = await f()\nx', stubs_digest='abc', status='completed', created=100.0,
+        prompt='Review the repo', value={'ok': True, 'items': (1, 2.5, None, 'é')}, error=None, duration=1.5,
+        parent_run_id='r-0', fork_at=3, orchestrator_run_id='o-1', trace_context='00-' + 'a' * 32 + '-' + 'b' * 16 + '-01',
+        inputs={'files': ['a.py']},
+    )  # fmt: skip
+    with RunStore(db) as s:
+        s.create_run(run)
+    assert db.exists()
+    with RunStore(db) as s:
+        got = s.get_run('r-1')
+    assert got is not None
+    assert got.value == {'ok': True, 'items': [1, 2.5, None, 'é']}  # tuples come back as lists
+    assert (got.script, got.stubs_digest, got.status, got.created, got.updated) == (
+        run.script, 'abc', 'completed', 100.0, 100.0,
+    )  # fmt: skip
+    assert (got.prompt, got.duration, got.parent_run_id, got.fork_at, got.orchestrator_run_id) == (
+        'Review the repo', 1.5, 'r-0', 3, 'o-1',
+    )  # fmt: skip
+    assert got.trace_context == run.trace_context
+    assert got.inputs == {'files': ['a.py']}
+    assert got.calls_count == 0
+
+
+def test_plain_values_round_trip(store: RunStore) -> None:
+    values = [None, True, False, 0, -7, 2**70, 1.25, float('inf'), '', 'ünï', [], {}, [1, [2, {'a': None}]]]
+    for i, value in enumerate(values):
+        store.create_run(RunRow(f'v{i}', value=value))
+        assert store.get_run(f'v{i}').value == value  # type: ignore[union-attr]
+
+
+def test_update_run(store: RunStore) -> None:
+    store.create_run(RunRow('r', created=10.0))
+    store.update_run('r', status='failed', error='boom', value=[1, (2, 3)], duration=0.5)
+    got = store.get_run('r')
+    assert got is not None
+    assert (got.status, got.error, got.value, got.duration) == ('failed', 'boom', [1, [2, 3]], 0.5)
+    assert got.updated > 10.0
+    store.update_run('r', value=None)
+    assert store.get_run('r').value is None  # type: ignore[union-attr]
+    with pytest.raises(TypeError, match='calls_count'):
+        store.update_run('r', calls_count=3)
+    with pytest.raises(TypeError, match='nonsense'):
+        store.update_run('r', nonsense=1)
+    with pytest.raises(StoreError, match="no run 'missing'"):
+        store.update_run('missing', status='failed')
+
+
+def test_create_run_twice_and_non_plain_values(store: RunStore) -> None:
+    store.create_run(RunRow('r'))
+    with pytest.raises(StoreError, match='already exists'):
+        store.create_run(RunRow('r'))
+    with pytest.raises(TypeError, match='set is not plain data'):
+        store.create_run(RunRow('s', value={1, 2}))
+    with pytest.raises(TypeError, match='dict key is int'):
+        store.create_run(RunRow('s', value={1: 'x'}))
+    assert store.get_run('s') is None
+
+
+def test_list_runs_newest_first(store: RunStore) -> None:
+    for i, created in enumerate([5.0, 1.0, 9.0, 3.0]):
+        store.create_run(RunRow(f'run-{i}', created=created))
+    store.create_run(RunRow('tie-a', created=7.0))
+    store.create_run(RunRow('tie-b', created=7.0))
+    assert [r.run_id for r in store.list_runs()] == ['run-2', 'tie-b', 'tie-a', 'run-0', 'run-3', 'run-1']
+    assert [r.run_id for r in store.list_runs(limit=2)] == ['run-2', 'tie-b']
+
+
+def test_prefix_lookup(store: RunStore) -> None:
+    for run_id in ['3f9a01', '3f9b77', 'c0ffee', 'c0ffee12']:
+        store.create_run(RunRow(run_id))
+    assert store.get_run('3f9a').run_id == '3f9a01'  # type: ignore[union-attr]
+    assert store.get_run('c0ffee1').run_id == 'c0ffee12'  # type: ignore[union-attr]
+    assert store.get_run('c0ffee').run_id == 'c0ffee'  # an exact id wins over a longer id it prefixes
+    assert store.get_run('3F9A') is None  # case-sensitive, like the ids
+    assert store.get_run('zz') is None
+    assert store.get_run('') is None
+    with pytest.raises(StoreError, match='ambiguous') as info:
+        store.get_run('3f9')
+    assert '3f9a01' in str(info.value) and '3f9b77' in str(info.value)
+
+
+def test_prefix_lookup_odd_characters(store: RunStore) -> None:
+    for run_id in ['a%_1', 'a%_2', 'ab', 'x\U0010ffffy']:
+        store.create_run(RunRow(run_id))
+    assert store.get_run('a%_1').run_id == 'a%_1'  # type: ignore[union-attr]
+    with pytest.raises(StoreError, match='ambiguous'):
+        store.get_run('a%')
+    assert store.get_run('x\U0010ffff').run_id == 'x\U0010ffffy'  # type: ignore[union-attr]
+
+
+# -- calls --------------------------------------------------------------------------------------
+
+
+def test_calls_round_trip(store: RunStore) -> None:
+    store.create_run(RunRow('r'))
+    store.call_started('r', 2, 'lint', {'path': 'b.py', 'opts': ('x', 1)}, line=4, started=2.0)
+    store.call_started(
+        'r', 1, 'reviewer', {'task': 'look'}, line=3, attempt=2, source='resumed', side_effect=True, started=1.0
+    )
+    store.call_finished('r', 1, 'ok', result={'score': 0.5, 'notes': ('a', 'b')}, duration=0.25)
+    store.call_finished('r', 2, 'error', error='ValueError: nope', duration=0.1)
+    calls = store.calls('r')
+    assert [c.seq for c in calls] == [1, 2]
+    first, second = calls
+    assert first == CallRow(
+        run_id='r', seq=1, callee='reviewer', arguments={'task': 'look'}, line=3, status='ok',
+        result={'score': 0.5, 'notes': ['a', 'b']}, error=None, started=1.0, duration=0.25, attempt=2,
+        source='resumed', side_effect=True,
+    )  # fmt: skip
+    assert second.arguments == {'path': 'b.py', 'opts': ['x', 1]}
+    assert (second.status, second.error, second.result, second.side_effect) == (
+        'error', 'ValueError: nope', None, False,
+    )  # fmt: skip
+    assert store.get_run('r').calls_count == 2  # type: ignore[union-attr]
+    assert store.calls('other') == []
+
+
+def test_call_started_replaces_a_retry(store: RunStore) -> None:
+    store.create_run(RunRow('r'))
+    store.call_started('r', 1, 'f', {}, started=1.0)
+    store.call_finished('r', 1, 'error', error='flaky')
+    store.call_started('r', 1, 'f', {}, attempt=2, started=2.0)
+    (call,) = store.calls('r')
+    assert (call.status, call.error, call.attempt, call.started) == ('running', None, 2, 2.0)
+    assert store.get_run('r').calls_count == 1  # type: ignore[union-attr]
+
+
+def test_call_journal_refuses_bad_input(store: RunStore) -> None:
+    store.create_run(RunRow('r'))
+    with pytest.raises(StoreError, match='create_run'):
+        store.call_started('missing', 1, 'f', {})
+    with pytest.raises(StoreError, match='call_started'):
+        store.call_finished('r', 9, 'ok', result=1)
+    with pytest.raises(ValueError, match='unknown call status'):
+        store.call_finished('r', 1, 'done')  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match='unknown call source'):
+        store.call_started('r', 1, 'f', {}, source='magic')  # type: ignore[arg-type]
+    store.call_started('r', 1, 'f', {})
+    with pytest.raises(TypeError, match='result of call 1: object is not plain data'):
+        store.call_finished('r', 1, 'ok', result=object())
+    assert store.calls('r')[0].status == 'running'
+
+
+def test_put_calls_in_one_transaction(store: RunStore) -> None:
+    store.create_run(RunRow('fork'))
+    rows = [CallRow('fork', seq, 'f', {'i': seq}, status='ok', result=seq * 10, source='forked') for seq in (1, 2, 3)]
+    store.put_calls(rows)
+    assert [(c.seq, c.result, c.source) for c in store.calls('fork')] == [(1, 10, 'forked'), (2, 20, 'forked'), (3, 30, 'forked')]
+    assert store.get_run('fork').calls_count == 3  # type: ignore[union-attr]
+    with pytest.raises(StoreError):
+        store.put_calls([CallRow('fork', 4, 'f', {}), CallRow('nope', 1, 'f', {})])
+    assert len(store.calls('fork')) == 3  # the whole batch rolled back
+
+
+# -- snapshots and spans ------------------------------------------------------------------------
+
+
+def test_snapshot_round_trip(db: Path) -> None:
+    ledger = [{'call_id': 7, 'seq': 3, 'callee': 'lint', 'arguments': {'path': 'a.py'}, 'line': 2}]
+    with RunStore(db) as s:
+        s.create_run(RunRow('r'))
+        assert s.latest_snapshot('r') is None
+        first = s.put_snapshot('r', 0, fake_dump(b'zero'), [])
+        second = s.put_snapshot('r', 2, fake_dump(b'two'), ledger)
+        third = s.put_snapshot('r', 4, fake_dump(b'four'), [])
+        assert first < second < third
+    with RunStore(db) as s:  # the key persists: a reopened store verifies its own blobs
+        latest = s.latest_snapshot('r')
+        assert latest is not None
+        assert (latest.id, latest.after_seq, latest.dump) == (third, 4, fake_dump(b'four'))
+        assert (latest.monty_format, latest.store_format) == (14, STORE_FORMAT)
+        at3 = s.snapshot_after('r', 3)
+        assert at3 is not None and (at3.id, at3.dump, at3.ledger) == (second, fake_dump(b'two'), ledger)
+        assert s.snapshot_after('r', 2).id == second  # type: ignore[union-attr]
+        assert s.snapshot_after('r', 0).id == first  # type: ignore[union-attr]
+        assert s.snapshot_after('r', -1) is None
+        assert s.latest_snapshot('other') is None
+
+
+def test_snapshot_refuses_what_is_not_a_monty_dump(store: RunStore) -> None:
+    store.create_run(RunRow('r'))
+    with pytest.raises(ValueError, match='not a Monty dump'):
+        store.put_snapshot('r', 0, b'pickle bytes', [])
+    with pytest.raises(ValueError, match='newer than the 14'):
+        store.put_snapshot('r', 0, fake_dump(version=15), [])
+    with pytest.raises(StoreError, match='create_run'):
+        store.put_snapshot('missing', 0, fake_dump(), [])
+    with pytest.raises(TypeError, match='ledger'):
+        store.put_snapshot('r', 0, fake_dump(), {'call_id': 1})  # type: ignore[arg-type]
+
+
+def test_real_monty_dump_round_trip(store: RunStore) -> None:
+    monty = pytest.importorskip('pydantic_monty')
+
+    async def paused_dump() -> bytes:
+        async with monty.AsyncMonty() as pool, pool.checkout() as session:
+            snap = await session.feed_start('x = f()')
+            assert type(snap).__name__ == 'AsyncFunctionSnapshot'
+            return snap.dump()
+
+    dump = asyncio.run(paused_dump())
+    time.sleep(0.05)  # MONTY_NOTES.md: let the closed pool settle
+    assert dump.startswith(b'MONTY\x00') and int.from_bytes(dump[6:8], 'little') == SUPPORTED_MONTY_FORMAT
+    store.create_run(RunRow('r'))
+    store.put_snapshot('r', 0, dump, [{'call_id': 0, 'seq': 1, 'callee': 'f', 'arguments': {}, 'line': 1}])
+    assert store.latest_snapshot('r').dump == dump  # type: ignore[union-attr]
+
+
+def test_spans_round_trip(store: RunStore) -> None:
+    assert store.spans('r') == []
+    store.add_spans('r', [{'name': 'run', 'id': 1, 'attributes': {'tags': ('a', 'b')}}])
+    store.add_spans('r', [{'name': 'call f', 'id': 2, 'parent': 1}, {'name': 'call g', 'id': 3, 'parent': 1}])
+    store.add_spans('other', [{'name': 'x'}])
+    assert [s['name'] for s in store.spans('r')] == ['run', 'call f', 'call g']
+    assert store.spans('r')[0]['attributes'] == {'tags': ['a', 'b']}
+
+
+# -- schema and migrations ----------------------------------------------------------------------
+
+
+def test_fresh_file_is_migrated_and_configured(db: Path, store: RunStore) -> None:
+    assert store.schema_version == len(MIGRATIONS)
+    con = raw(db)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {'meta', 'runs', 'calls', 'snapshots', 'spans'} <= tables
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(len(MIGRATIONS)),)
+    assert len(con.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()[0]) == 64
+    assert con.execute('PRAGMA journal_mode').fetchone() == ('wal',)
+    assert store._conn.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
+    assert store._conn.execute('PRAGMA busy_timeout').fetchone() == (10_000,)
+
+
+def test_forward_migration_keeps_data(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with RunStore(db) as s:
+        s.create_run(RunRow('old', script='1'))
+        key = s._key
+    newer = [*MIGRATIONS, ('ALTER TABLE runs ADD COLUMN labels TEXT',)]
+    monkeypatch.setattr(store_module, 'MIGRATIONS', newer)
+    with RunStore(db) as s:
+        assert s.schema_version == 2
+        assert s._key == key
+        assert s.get_run('old').script == '1'  # type: ignore[union-attr]
+    columns = {r[1] for r in raw(db).execute('PRAGMA table_info(runs)')}
+    assert 'labels' in columns
+
+
+def test_failed_migration_rolls_back(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    RunStore(db).close()
+    broken = [*MIGRATIONS, ('ALTER TABLE runs ADD COLUMN labels TEXT', 'THIS IS NOT SQL')]
+    monkeypatch.setattr(store_module, 'MIGRATIONS', broken)
+    with pytest.raises(StoreError):
+        RunStore(db)
+    assert 'labels' not in {r[1] for r in raw(db).execute('PRAGMA table_info(runs)')}
+    assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('1',)
+
+
+def test_newer_schema_is_refused(db: Path) -> None:
+    RunStore(db).close()
+    raw(db).execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r'schema version 99, newer than this harness knows \(1\).*Upgrade harness'):
+        RunStore(db)
+    assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('99',)
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / 'notes.txt'
+    path.write_bytes(b'this is not sqlite at all' * 100)
+    with pytest.raises(StoreError, match='not a usable harness run store'):
+        RunStore(path)
+
+
+def test_memory_store_and_close() -> None:
+    s = RunStore(':memory:')
+    s.create_run(RunRow('m'))
+    assert s.get_run('m') is not None
+    s.close()
+    s.close()
+    with pytest.raises(StoreError, match='closed'):
+        s.get_run('m')
+
+
+# -- tampering ----------------------------------------------------------------------------------
+
+
+def _stored_blob(db: Path, snap_id: int) -> bytes:
+    return raw(db).execute('SELECT blob FROM snapshots WHERE id = ?', (snap_id,)).fetchone()[0]
+
+
+def _overwrite(db: Path, snap_id: int, blob: bytes, *, with_checksum: bool) -> None:
+    con = raw(db)
+    con.execute('UPDATE snapshots SET blob = ? WHERE id = ?', (blob, snap_id))
+    if with_checksum:  # a consistent row, as a (newer) harness would have written it
+        con.execute(
+            'UPDATE snapshots SET size = ?, digest = ? WHERE id = ?',
+            (len(blob), hashlib.sha256(blob).hexdigest(), snap_id),
+        )
+
+
+def _error(store: RunStore) -> str:
+    with pytest.raises(SnapshotError) as info:
+        store.latest_snapshot('r')
+    return str(info.value)
+
+
+@pytest.fixture
+def sealed(db: Path, store: RunStore) -> int:
+    store.create_run(RunRow('r'))
+    return store.put_snapshot('r', 1, fake_dump(), [])
+
+
+def test_tamper_truncated(db: Path, store: RunStore, sealed: int) -> None:
+    blob = _stored_blob(db, sealed)
+    messages = set()
+    for cut in (len(blob) - 1, HEADER_LEN + 3, 10, 0):
+        _overwrite(db, sealed, blob[:cut], with_checksum=False)
+        message = _error(store)
+        assert f'snapshot {sealed} of run r is truncated ({cut} of {len(blob)} bytes)' in message
+        messages.add(message.split(' (')[0])
+    assert len(messages) == 1
+    with pytest.raises(SnapshotError, match='truncated'):
+        store.unseal(blob[:HEADER_LEN])
+
+
+def test_tamper_flipped_byte_anywhere(db: Path, store: RunStore, sealed: int) -> None:
+    blob = _stored_blob(db, sealed)
+    for i in range(len(blob)):
+        flipped = bytearray(blob)
+        flipped[i] ^= 0x01
+        _overwrite(db, sealed, bytes(flipped), with_checksum=False)
+        assert 'was modified after it was written' in _error(store), i
+        # Without the row's checksum (a bare blob), it is still refused, at every position.
+        with pytest.raises(SnapshotError):
+            store.unseal(bytes(flipped))
+    _overwrite(db, sealed, blob, with_checksum=False)
+    assert store.latest_snapshot('r').dump == fake_dump()  # type: ignore[union-attr]
+
+
+def test_tamper_flipped_payload_with_recomputed_checksum(db: Path, store: RunStore, sealed: int) -> None:
+    flipped = bytearray(_stored_blob(db, sealed))
+    flipped[-1] ^= 0x80
+    _overwrite(db, sealed, bytes(flipped), with_checksum=True)  # an attacker can fix a checksum, not the MAC
+    assert "does not authenticate with this store's key" in _error(store)
+
+
+def test_tamper_sealed_by_another_store(tmp_path: Path, db: Path, store: RunStore, sealed: int) -> None:
+    with RunStore(tmp_path / 'other.db') as other:
+        other.create_run(RunRow('r'))
+        foreign = _stored_blob(tmp_path / 'other.db', other.put_snapshot('r', 1, fake_dump(), []))
+        assert other.unseal(foreign) == fake_dump()
+    _overwrite(db, sealed, foreign, with_checksum=True)  # the whole row copied across
+    message = _error(store)
+    assert "does not authenticate with this store's key: it was sealed by another store" in message
+    with pytest.raises(SnapshotError, match="does not authenticate with this store's key"):
+        store.unseal(foreign)
+
+
+def _forge(store: RunStore, dump: bytes, *, store_format: int, monty_format: int) -> bytes:
+    """A blob sealed with this store's key in the layout a future harness might write."""
+    prefix = b'HSNP' + store_format.to_bytes(2, 'little') + monty_format.to_bytes(2, 'little')
+    return prefix + hmac.new(store._key, prefix + dump, hashlib.sha256).digest() + dump
+
+
+def test_tamper_newer_store_format(db: Path, store: RunStore, sealed: int) -> None:
+    _overwrite(db, sealed, _forge(store, fake_dump(), store_format=2, monty_format=14), with_checksum=True)
+    message = _error(store)
+    assert 'written in snapshot format 2 by a newer harness; this one reads up to format 1' in message
+    assert 'Upgrade harness' in message
+
+
+def test_newer_monty_format(db: Path, store: RunStore, sealed: int) -> None:
+    dump = fake_dump(version=15)
+    _overwrite(db, sealed, _forge(store, dump, store_format=1, monty_format=15), with_checksum=True)
+    message = _error(store)
+    assert 'Monty dump in format 15, but the installed pydantic-monty reads up to format 14' in message
+    assert 'Upgrade pydantic-monty' in message
+
+
+def test_bad_magic(store: RunStore) -> None:
+    blob = store.seal(fake_dump())
+    with pytest.raises(SnapshotError, match='not a sealed harness snapshot'):
+        store.unseal(b'XSNP' + blob[4:])
+
+
+def test_tamper_messages_are_distinct(tmp_path: Path, db: Path, store: RunStore, sealed: int) -> None:
+    blob = _stored_blob(db, sealed)
+    flipped = bytearray(blob)
+    flipped[HEADER_LEN + 5] ^= 0xFF
+    with RunStore(tmp_path / 'other.db') as other:
+        foreign = other.seal(fake_dump())
+    cases = {
+        'truncated': (blob[:-5], False),
+        'flipped': (bytes(flipped), False),
+        'other store': (foreign, True),
+        'newer format': (_forge(store, fake_dump(), store_format=3, monty_format=14), True),
+    }
+    messages = {}
+    for name, (bad, with_checksum) in cases.items():
+        _overwrite(db, sealed, bad, with_checksum=with_checksum)
+        messages[name] = _error(store)
+    assert len(set(messages.values())) == len(cases), messages
+
+
+# -- concurrency --------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from harness.store import RunStore, RunRow
+
+    db, tag, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
+    with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path
+        deadline = time.monotonic() + 30
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        for i in range(200):
+            run_id = f'{tag}-{i:03d}'
+            store.create_run(RunRow(run_id, script='x'))
+            for seq in range(1, 6):
+                store.call_started(run_id, seq, 'f', {'i': i, 'seq': seq})
+                store.call_finished(run_id, seq, 'ok', result=[tag, i, seq], duration=0.0)
+            if i % 50 == 0:
+                store.put_snapshot(run_id, 5, dump, [])
+            store.update_run(run_id, status='completed', value=i)
+    """
+)
+
+
+def test_two_processes_write_at_once(tmp_path: Path) -> None:
+    db = tmp_path / 'shared.db'
+    go = tmp_path / 'go'
+    procs = [
+        subprocess.Popen(
+            [sys.executable, '-c', WRITER, str(db), tag, str(go)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for tag in ('a', 'b')
+    ]
+    time.sleep(0.3)  # both opened (and raced to migrate) the fresh file; now start writing together
+    go.touch()
+    for proc in procs:
+        out, err = proc.communicate(timeout=110)
+        assert proc.returncode == 0, err.decode()
+    with RunStore(db) as s:
+        runs = s.list_runs(limit=1000)
+        assert len(runs) == 400
+        assert all(r.status == 'completed' and r.calls_count == 5 for r in runs)
+        assert {r.value for r in runs} == set(range(200))
+        for tag in ('a', 'b'):
+            calls = s.calls(f'{tag}-123')
+            assert [(c.seq, c.status, c.result) for c in calls] == [
+                (seq, 'ok', [tag, 123, seq]) for seq in range(1, 6)
+            ]
+            assert s.latest_snapshot(f'{tag}-050') is not None
+    con = raw(db)
+    assert con.execute('SELECT COUNT(*) FROM calls').fetchone() == (2000,)
+    assert con.execute("SELECT COUNT(*) FROM calls WHERE status = 'ok'").fetchone() == (2000,)
+    assert con.execute('SELECT COUNT(*) FROM snapshots').fetchone() == (8,)
+
+
+def test_threads_share_one_store(store: RunStore) -> None:
+    errors: list[BaseException] = []
+
+    def work(tag: int) -> None:
+        try:
+            for i in range(30):
+                run_id = f't{tag}-{i}'
+                store.create_run(RunRow(run_id))
+                store.call_started(run_id, 1, 'f', {})
+                store.call_finished(run_id, 1, 'ok', result=i)
+                assert store.get_run(run_id) is not None
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.list_runs(limit=500)) == 120
