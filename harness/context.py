@@ -24,7 +24,11 @@ class RunScope:
     sub_agent_usage_limits: UsageLimits | None = None
     budget: Any = None
     """A `budget.Budget`; created per run when absent."""
-    extras: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None
+    """First line of the user's prompt, stored with each script's run."""
+    orchestrator_run_id: str | None = None
+    reusable: dict[str, Any] = field(default_factory=dict)
+    """Results of completed calls by (callee, arguments): a retried script gets them without paying again."""
 
 
 @dataclass(frozen=True)

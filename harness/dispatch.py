@@ -1,9 +1,10 @@
 """Dispatch: turns one call a script made into one run of a callee, under the run's policies.
 
-`start` is synchronous up to the moment the callee is scheduled: lookup, argument validation and
-the budget reservation happen in call order with no `await` in between, which is what makes budgets
-exact and sequence numbers deterministic (the journal and replay rely on both). A refused call
-costs nothing and comes back to the script as an exception it can catch.
+`start` is synchronous: lookup, argument validation, the journal's answer (replay, resume, fork),
+reuse of an identical earlier result, and the budget reservation all happen in call order with no
+`await` in between. That makes budgets exact and sequence numbers deterministic, which the journal
+and replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts
+them; `settle` journals results before the loop hands them to the sandbox.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -20,8 +21,11 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from .budget import Budget
 from .catalog import Callee
 from .context import CallContext, RunScope
+from .errors import ReplayDivergence, WorkflowError
 from .events import CallEvent, EventHandler
+from .journal import Journal
 from .result import CallRecord
+from .store import CallRow
 from .values import NotPlainData, preview, to_plain
 
 Outcome = dict[str, Any]
@@ -29,6 +33,14 @@ Outcome = dict[str, Any]
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
 SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
+
+
+class NeedsDecision(WorkflowError):
+    """A side-effecting call's outcome is unknown (it was in flight at a crash): it is not re-run silently."""
+
+    def __init__(self, message: str, *, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,36 @@ class ScriptCall:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     line: int | None
+
+
+@dataclass
+class History:
+    """What the journal already knows, and how to use it: answer calls instead of running them.
+
+    - `replay`: every call must be in the journal, in order, and is answered from it.
+    - `resume`: journaled results are answered; calls that were in flight run again (a
+      side-effecting one only with `retry_unknown` or an explicit answer).
+    - `fork`: calls before `fork_at` are answered from the parent's journal; `fork_at` is answered
+      with `answers[fork_at]`; later calls run live.
+    """
+
+    mode: Literal['replay', 'resume', 'fork']
+    rows: dict[int, CallRow]
+    answers: dict[int, Any] = field(default_factory=dict)
+    retry_unknown: bool = False
+    fork_at: int | None = None
+
+    @property
+    def source(self) -> str:
+        return {'replay': 'replayed', 'resume': 'resumed', 'fork': 'forked'}[self.mode]
+
+
+@dataclass
+class Staged:
+    callee: Callee
+    arguments: BaseModel
+    record: CallRecord
+    future: asyncio.Future[Outcome]
 
 
 class Dispatcher:
@@ -54,6 +96,9 @@ class Dispatcher:
         scope: RunScope,
         semaphore: asyncio.Semaphore | None,
         on_event: EventHandler | None,
+        journal: Journal | None = None,
+        history: History | None = None,
+        reuse: bool = False,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
@@ -61,31 +106,57 @@ class Dispatcher:
         self.scope = scope
         self.semaphore = semaphore
         self.on_event = on_event
+        self.journal = journal or Journal(None, run_id)
+        self.history = history
+        self.reuse = reuse
         self.calls: list[CallRecord] = []
+        self.staged: list[Staged] = []
+        self.answered: list[CallRecord] = []
         self.t0 = time.perf_counter()
 
     # -- the synchronous half: admit the call, in call order -------------------------------------
 
-    def start(self, call: ScriptCall) -> asyncio.Future[Outcome]:
-        """Schedule the call. Raises `NameError`/`TypeError` for a call that is wrong as written
-        (as Python would, at the call site); a refused budget is an exception at the `await`."""
+    def start(self, call: ScriptCall, *, seq: int | None = None) -> asyncio.Future[Outcome]:
+        """Admit a call and return the future the sandbox will be answered from.
+
+        Raises `NameError`/`TypeError` for a call that is wrong as written (as Python would, at the
+        call site) and `ReplayDivergence`/`NeedsDecision` when the journal cannot be followed; a
+        refused budget is an exception delivered at the `await`. `seq` is given only when a
+        restored snapshot's pending call is re-admitted.
+        """
         callee, arguments = self.resolve(call)
-        try:
-            self.budget.reserve(callee)
-        except Exception as exc:
-            refused: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-            refused.set_result({'exception': exc})
-            return refused
         record = CallRecord(
-            seq=len(self.calls) + 1,
+            seq=seq or len(self.calls) + 1,
             callee=callee.name,
             arguments=arguments.model_dump(mode='json'),
             line=call.line,
             started=time.perf_counter() - self.t0,
         )
-        self.calls.append(record)
-        self.emit('started', record)
-        return asyncio.ensure_future(self.execute(callee, arguments, record))
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        answer = self.from_history(callee, record)
+        if answer is None and self.reuse and self.history is None:
+            answer = self.from_earlier_script(record)
+        if answer is None or record.source != 'reused':
+            try:
+                self.budget.reserve(callee)
+            except Exception as exc:
+                future.set_result({'exception': exc})
+                return future
+        self.add_record(record)
+        if answer is not None:
+            self.answered.append(record)
+            self.emit('started', record)
+            self.emit('finished' if record.status == 'ok' else 'failed', record)
+            future.set_result(answer)
+        else:
+            self.staged.append(Staged(callee, arguments, record, future))
+        return future
+
+    def add_record(self, record: CallRecord) -> None:
+        if record.seq <= len(self.calls):
+            self.calls[record.seq - 1] = record
+        else:
+            self.calls.append(record)
 
     def resolve(self, call: ScriptCall) -> tuple[Callee, BaseModel]:
         """The callee and its validated arguments, or the exception the script should see."""
@@ -95,12 +166,95 @@ class Dispatcher:
             raise NameError(f'name {call.name!r} is not defined; the callable functions are: {known}')
         if call.args:
             raise TypeError(
-                f'{call.name}() takes keyword arguments only: write {call.name}(name=value, ...) '
-                'as in its stub'
+                f'{call.name}() takes keyword arguments only: write {call.name}(name=value, ...) as in its stub'
             )
         return callee, validate_arguments(callee, call.kwargs)
 
-    # -- the asynchronous half: run it ------------------------------------------------------------
+    def from_history(self, callee: Callee, record: CallRecord) -> Outcome | None:
+        """The journal's answer for this call, None to run it live; raises when the journal disagrees."""
+        history = self.history
+        if history is None:
+            return None
+        seq = record.seq
+        if history.mode == 'fork' and history.fork_at is not None:
+            if seq == history.fork_at:
+                return self.answer(record, 'answered', result=history.answers[seq])
+            if seq > history.fork_at:
+                return None
+        row = history.rows.get(seq)
+        if row is None:
+            if history.mode == 'replay':
+                raise ReplayDivergence(
+                    f'call #{seq} {describe(record.callee, record.arguments)} is not in the journal: '
+                    'the script now makes more calls than the recorded run did.'
+                )
+            return None
+        if row.callee != record.callee or row.arguments != record.arguments:
+            raise ReplayDivergence(
+                f'call #{seq} diverges from the journal: the script now calls '
+                f'{describe(record.callee, record.arguments)}, the recorded run called '
+                f'{describe(row.callee, row.arguments)}.'
+            )
+        if seq in history.answers:
+            return self.answer(record, 'answered', result=history.answers[seq])
+        record.attempt = row.attempt
+        if row.status == 'ok':
+            return self.answer(record, history.source, result=row.result)
+        if row.status == 'error':
+            return self.answer(record, history.source, error=row.error or f'{row.callee} failed')
+        # In flight when the recorded run stopped: its outcome is unknown.
+        if history.mode == 'replay':
+            raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')
+        if (callee.side_effect or row.side_effect) and not history.retry_unknown:
+            raise NeedsDecision(
+                f'call #{seq} {describe(row.callee, row.arguments)} has side effects and was in flight when the '
+                'run stopped, so its outcome is unknown. Resume with --retry-unknown to run it again, or '
+                f'--answer {seq}=JSON to supply its result.',
+                seq=seq,
+            )
+        record.attempt = row.attempt + 1
+        return None
+
+    def from_earlier_script(self, record: CallRecord) -> Outcome | None:
+        """Reuse an identical call that completed in an earlier script of the same orchestrator run."""
+        earlier = self.scope.reusable.get(reuse_key(record.callee, record.arguments))
+        if earlier is None:
+            return None
+        return self.answer(record, 'reused', result=earlier)
+
+    def answer(self, record: CallRecord, source: str, *, result: Any = None, error: str | None = None) -> Outcome:
+        record.source = source
+        record.duration = 0.0
+        if error is not None:
+            record.status, record.error = 'error', error
+            return {'exception': RuntimeError(error)}
+        record.status, record.result = 'ok', result
+        return {'return_value': result}
+
+    # -- the journal and the asynchronous half ----------------------------------------------------
+
+    def launch(self) -> int:
+        """Journal the staged calls (and answered ones), then start the staged calls. Returns how many."""
+        staged, self.staged = self.staged, []
+        answered, self.answered = self.answered, []
+        self.journal.calls(
+            [(r, self.callees[r.callee].side_effect) for r in answered]
+            + [(s.record, s.callee.side_effect) for s in staged]
+        )
+        for item in staged:
+            self.emit('started', item.record)
+            task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
+            task.add_done_callback(lambda t, f=item.future: transfer(t, f))
+            item.future.add_done_callback(lambda f, t=task: t.cancel() if f.cancelled() else None)
+        return len(staged) + len(answered)
+
+    def settle(self, records: list[CallRecord]) -> None:
+        """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
+        live = [r for r in records if r.source == 'live']
+        self.journal.calls([(r, self.callees[r.callee].side_effect) for r in live if r.callee in self.callees])
+        for record in live:
+            if record.status == 'ok':
+                self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
         ctx = CallContext(run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt,
@@ -148,10 +302,31 @@ class Dispatcher:
             arguments=record.arguments,
             line=record.line,
             source=record.source,
-            elapsed=record.duration,
+            elapsed=record.duration if kind != 'started' else None,
             error=record.error,
             result=record.result,
         ))
+
+
+def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> None:
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif (exc := task.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(task.result())
+
+
+def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
+    import json
+
+    return callee + json.dumps(arguments, sort_keys=True, separators=(',', ':'))
+
+
+def describe(callee: str, arguments: dict[str, Any]) -> str:
+    return f'{callee}({preview(arguments, 120)})'
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:
@@ -177,7 +352,3 @@ def callee_error_message(callee: Callee, exc: BaseException) -> str:
     if callee.expose_errors or isinstance(exc, SAFE_MESSAGE_TYPES):
         message += f': {exc}'
     return message
-
-
-def result_preview(record: CallRecord, limit: int = 300) -> str:
-    return preview(record.result, limit) if record.status == 'ok' else f'error: {record.error}'

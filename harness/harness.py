@@ -7,6 +7,7 @@ sandbox loop (runner, loop) -> dispatch -> result.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import threading
 import time
@@ -23,12 +24,15 @@ from .budget import Budget
 from .catalog import Callee, CallKind
 from .check import CheckCache, CheckReport, failed_report
 from .context import RunScope
-from .dispatch import Dispatcher
-from .errors import WorkflowError
+from .dispatch import Dispatcher, History, NeedsDecision
+from .errors import SandboxCrashed, WorkflowError
+from .journal import Journal
 from .events import EventHandler
 from .register import callee_from_agent, callee_from_function
 from .result import WorkflowResult
 from .runner import PrintCapture, ScriptRun, run_script
+from .store import RunRow, RunStore
+from .tracing import current_traceparent
 from .sandbox import SandboxLimits, SandboxPool, default_workers
 from .stubs import render_inputs, render_stubs
 
@@ -67,6 +71,7 @@ class Harness:
         sub_agent_usage_limits: UsageLimits | None = DEFAULT_SUB_AGENT_USAGE_LIMITS,
         inherit_model: bool = False,
         max_retries: int = 3,
+        reuse_results: bool = True,
         on_event: EventHandler | None = None,
     ) -> None:
         if max_agent_calls < 1:
@@ -88,13 +93,26 @@ class Harness:
         self.sub_agent_usage_limits = sub_agent_usage_limits
         self.inherit_model = inherit_model
         self.max_retries = max_retries
+        self.reuse_results = reuse_results
         self.on_event = on_event
+        self._store: RunStore | None = None
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
         self._pool = SandboxPool(max_workers=max_workers or default_workers(), limits=self.limits)
         self._checks = CheckCache()
         self._runner: asyncio.Runner | None = None
         self._runner_lock = threading.Lock()
+
+    @property
+    def store(self) -> RunStore | None:
+        """The run store, opened on first use; None when the Harness was made with `store=None`."""
+        if self._store is None and self.store_path is not None:
+            self._store = RunStore(self.store_path)
+        return self._store
+
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        """Stored runs, newest first."""
+        return self.store.list_runs(limit) if self.store is not None else []
 
     # -- the catalog ------------------------------------------------------------------------------
 
@@ -229,44 +247,127 @@ class Harness:
         """Check and run a script; return its final value, calls and output.
 
         Raises a `WorkflowError` subclass on failure, carrying the completed calls and the output.
+        With a store, every call is journaled and every pause snapshotted, so the run can be
+        resumed, replayed or forked later.
         """
         scope = scope or self.new_scope()
-        budget: Budget = scope.budget
         run_id = new_run_id()
-        semaphore = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
-        dispatcher = Dispatcher(
+        stubs = self.stubs() + render_inputs(inputs or {})
+        journal = Journal(self.store, run_id)
+        journal.begin(RunRow(
+            run_id=run_id,
+            script=code,
+            stubs_digest=hashlib.sha256(stubs.encode()).hexdigest()[:16],
+            inputs=dict(inputs) if inputs else None,
+            prompt=scope.prompt,
+            orchestrator_run_id=scope.orchestrator_run_id,
+            trace_context=current_traceparent(),
+        ))
+        dispatcher = self.dispatcher(run_id, scope, on_event, journal=journal, reuse=self.reuse_results)
+        job = ScriptRun(code=code, stubs=stubs, dispatcher=dispatcher, inputs=dict(inputs) if inputs else None,
+                        type_check=self.type_check)
+        return await self.execute(job, journal)
+
+    def dispatcher(
+        self,
+        run_id: str,
+        scope: RunScope,
+        on_event: EventHandler | None,
+        *,
+        journal: Journal | None = None,
+        history: History | None = None,
+        reuse: bool = False,
+    ) -> Dispatcher:
+        return Dispatcher(
             run_id=run_id,
             callees=dict(self._callees),
-            budget=budget,
+            budget=scope.budget,
             scope=scope,
-            semaphore=semaphore,
+            semaphore=asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None,
             on_event=on_event or self.on_event,
+            journal=journal,
+            history=history,
+            reuse=reuse,
         )
-        job = ScriptRun(
-            code=code,
-            stubs=self.stubs() + render_inputs(inputs or {}),
-            dispatcher=dispatcher,
-            inputs=dict(inputs) if inputs else None,
-            type_check=self.type_check,
-        )
-        printed = PrintCapture()
+
+    async def execute(self, job: ScriptRun, journal: Journal) -> WorkflowResult:
+        """Run a prepared script to its end and record how it ended."""
+        budget: Budget = job.dispatcher.budget
         refused_before = budget.refused
-        value = await run_script(self._pool, self._checks, job, printed)
+        printed = PrintCapture()
+        try:
+            value = await run_script(self._pool, self._checks, job, printed)
+        except NeedsDecision as exc:
+            journal.end('needs_decision', error=exc.message)
+            raise
+        except SandboxCrashed as exc:
+            journal.end('interrupted', error=exc.message)
+            raise
+        except WorkflowError as exc:
+            journal.end('failed', error=exc.message)
+            raise
+        except BaseException:
+            journal.end('interrupted', error='the run was cancelled')
+            raise
+        journal.end('completed', value=value)
         exhausted = budget.refused > refused_before
+        reused = [c for c in job.dispatcher.calls if c.source == 'reused']
+        notes = []
+        if exhausted:
+            notes.append(f'A call budget ran out during this script ({budget.summary()}); '
+                         'no further calls of that kind can run.')
+        if reused:
+            notes.append('Reused results of identical earlier calls (no budget spent): '
+                         + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))
         return WorkflowResult(
             value=value,
-            run_id=run_id,
+            run_id=job.dispatcher.run_id,
             status='completed',
-            calls=dispatcher.calls,
+            calls=job.dispatcher.calls,
             printed=printed.text,
             budget_exhausted=exhausted,
-            note=f'A call budget ran out during this script ({budget.summary()}); '
-            'no further calls of that kind can run.' if exhausted else None,
+            note=' '.join(notes) or None,
         )
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
         return self._sync(self.run(code, **kwargs))
+
+    async def resume(
+        self, run_id: str, *, retry_unknown: bool = False, answers: Mapping[int, Any] | None = None,
+        on_event: EventHandler | None = None,
+    ) -> WorkflowResult:
+        """Continue an interrupted run from its newest snapshot; journaled calls are not repeated.
+
+        A side-effecting call that was in flight when the run stopped is re-run only with
+        `retry_unknown=True`, or answered with `answers={seq: result}`.
+        """
+        from . import durable
+
+        return await durable.resume(self, run_id, retry_unknown=retry_unknown, answers=dict(answers or {}),
+                                    on_event=on_event)
+
+    async def replay(self, run_id: str, *, from_seq: int | None = None,
+                     on_event: EventHandler | None = None) -> WorkflowResult:
+        """Run a stored script again, answering every call from its journal; no callee runs."""
+        from . import durable
+
+        return await durable.replay(self, run_id, from_seq=from_seq, on_event=on_event)
+
+    async def fork(self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None) -> WorkflowResult:
+        """A new run: calls before `at` answered from the journal, call `at` with `result`, later calls live."""
+        from . import durable
+
+        return await durable.fork(self, run_id, at=at, result=result, on_event=on_event)
+
+    def resume_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
+        return self._sync(self.resume(run_id, **kwargs))
+
+    def replay_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
+        return self._sync(self.replay(run_id, **kwargs))
+
+    def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
+        return self._sync(self.fork(run_id, **kwargs))
 
     # -- the orchestrator ------------------------------------------------------------------------
 
@@ -298,11 +399,17 @@ class Harness:
     # -- lifetime ---------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Shut the sandbox workers down. The Harness reopens them if used again."""
+        """Shut the sandbox workers down and close the store. Both reopen if the Harness is used again."""
         await self._pool.aclose()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     def close(self) -> None:
         self._pool.close_sync()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
         if self._runner is not None:
             self._runner.close()
             self._runner = None

@@ -1,55 +1,47 @@
-"""The sandbox loop: drives one paused interpreter from the first pause to the final value.
+"""The sandbox loop: drives one paused interpreter from a pause to the final value.
 
-Every pause of the interpreter comes through `ScriptLoop.run`, the one place where calls are
-handed to the dispatcher, OS requests are refused or granted, and (when a checkpointer is set) the
-paused interpreter is snapshotted together with the ledger of pending calls.
+Every pause of the interpreter comes through `ScriptLoop.step`: calls are handed to the dispatcher,
+OS requests are refused (or granted), and at each pause where calls are pending the journal gets,
+in this order, the calls just made, a snapshot of the paused interpreter with the ledger of pending
+calls, and (after the wait) the results, before the sandbox sees them.
 
 Protocol (pydantic-monty 1.4.0, async pool): a call pauses as `AsyncFunctionSnapshot` the moment it
-is made; it is always answered with a future, and its result is delivered later at an
-`AsyncFutureSnapshot`, which lists the calls every sandbox task is blocked on. Answering with a
-value at once would break the script's `await`.
+is made; it is answered with a future, and its result is delivered later at an
+`AsyncFutureSnapshot`, which lists the calls the sandbox is blocked on. Answering with a value at
+once would break the script's `await`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import pydantic_monty as monty
 
 from .dispatch import Dispatcher, Outcome, ScriptCall
+from .errors import WorkflowRuntimeError
 
 SCRIPT_FEED = '<python-input-1>'
 """Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""
-
-
-class Checkpointer(Protocol):
-    """Called at every pause where calls are pending, before the loop waits on any of them."""
-
-    async def __call__(self, snapshot: monty.AsyncFutureSnapshot, pending: dict[int, ScriptCall]) -> None: ...
-
 
 OsHandler = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Outcome | None]]
 
 
 class ScriptLoop:
-    """Answers pauses until the script completes; the calls in flight are `futures` by Monty call id."""
+    """Answers pauses until the script completes.
 
-    def __init__(
-        self,
-        source: str,
-        dispatcher: Dispatcher,
-        *,
-        checkpoint: Checkpointer | None = None,
-        os_handler: OsHandler | None = None,
-    ) -> None:
+    `futures` and `ledger` hold the calls made and not yet delivered, by Monty call id; `seqs` maps
+    them to journal sequence numbers. A restored snapshot is resumed by refilling these first.
+    """
+
+    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None) -> None:
         self.source = source.encode()
         self.dispatcher = dispatcher
-        self.checkpoint = checkpoint
         self.os_handler = os_handler
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         self.ledger: dict[int, ScriptCall] = {}
+        self.seqs: dict[int, int] = {}
 
     async def run(self, snap: monty.AsyncSnapshot) -> Any:
         try:
@@ -73,30 +65,51 @@ class ScriptLoop:
                 line=self.line_of(snap.position),
             )
             try:
-                future = self.dispatcher.start(call)
+                self.admit(call)
             except (NameError, TypeError) as exc:  # wrong as written: raise at the call site
                 return await snap.resume({'exception': exc})
-            self.ledger[call.call_id] = call
-            self.futures[call.call_id] = future
             return await snap.resume({'future': ...})
         if isinstance(snap, monty.AsyncFutureSnapshot):
             return await self.deliver(snap)
         assert isinstance(snap, monty.AsyncNameLookupSnapshot)
         return await snap.resume()  # an unknown name is a NameError in the script
 
+    def admit(self, call: ScriptCall, *, seq: int | None = None) -> None:
+        before = len(self.dispatcher.calls)
+        future = self.dispatcher.start(call, seq=seq)
+        self.futures[call.call_id] = future
+        self.ledger[call.call_id] = call
+        if seq is not None:
+            self.seqs[call.call_id] = seq
+        elif len(self.dispatcher.calls) > before:
+            self.seqs[call.call_id] = len(self.dispatcher.calls)
+
     async def deliver(self, snap: monty.AsyncFutureSnapshot) -> monty.AsyncSnapshot:
+        if self.dispatcher.launch() and self.dispatcher.journal.enabled:
+            self.checkpoint(snap)
         pending = [cid for cid in snap.pending_call_ids if cid in self.futures]
-        if self.checkpoint is not None:
-            await self.checkpoint(snap, {cid: self.ledger[cid] for cid in pending if cid in self.ledger})
+        if not pending:
+            raise WorkflowRuntimeError('The sandbox is waiting on calls the harness does not know; retry the script.')
         waiting = [self.futures[cid] for cid in pending]
         if not any(f.done() for f in waiting):
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        done = [cid for cid in pending if self.futures[cid].done()]
+        self.dispatcher.settle([self.dispatcher.calls[self.seqs[cid] - 1] for cid in done if cid in self.seqs])
         results: dict[int, Any] = {}
-        for cid in pending:
-            if self.futures[cid].done():
-                results[cid] = self.futures.pop(cid).result()
-                self.ledger.pop(cid, None)
+        for cid in done:
+            results[cid] = self.futures.pop(cid).result()
+            self.ledger.pop(cid, None)
+            self.seqs.pop(cid, None)
         return await snap.resume(results)
+
+    def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> None:
+        """Store the paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
+        ledger = [
+            {'call_id': cid, 'seq': self.seqs.get(cid), 'callee': call.name, 'arguments': call.kwargs,
+             'line': call.line}
+            for cid, call in self.ledger.items()
+        ]
+        self.dispatcher.journal.snapshot(len(self.dispatcher.calls), snap.dump(), ledger)
 
     async def answer_os(self, snap: monty.AsyncFunctionSnapshot) -> monty.AsyncSnapshot:
         name = str(snap.function_name)

@@ -15,7 +15,8 @@ import pydantic_monty as monty
 from .check import CheckCache, CheckReport, failed_report
 from .dispatch import Dispatcher
 from .errors import BudgetExceeded, CompletedCall, SandboxCrashed, WorkflowError, WorkflowRuntimeError, WorkflowTypeError
-from .loop import Checkpointer, OsHandler, ScriptLoop, clean_traceback
+from .dispatch import ScriptCall
+from .loop import OsHandler, ScriptLoop, clean_traceback
 from .sandbox import SandboxPool
 
 PRINT_LIMIT = 64_000
@@ -57,8 +58,17 @@ class ScriptRun:
     dispatcher: Dispatcher
     inputs: dict[str, Any] | None = None
     type_check: bool = True
-    checkpoint: Checkpointer | None = None
     os_handler: OsHandler | None = None
+    restore: RestorePoint | None = None
+    """Start from a stored snapshot instead of the beginning (resume, replay --from)."""
+
+
+@dataclass
+class RestorePoint:
+    """A verified Monty dump and the calls it was waiting on."""
+
+    dump: bytes
+    ledger: list[dict[str, Any]]
 
 
 async def run_script(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
@@ -73,13 +83,15 @@ async def run_script(pool: SandboxPool, checks: CheckCache, job: ScriptRun, prin
 
 
 async def _run(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
+    if job.restore is not None:
+        return await _run_restored(pool, job, job.restore, printed)
     key = checks.key(job.stubs, job.code)
     known = await checks.claim(key) if job.type_check else None
     if known is not None and not known.ok:
         raise type_error(known.errors, known.diagnostics)
     needs_check = job.type_check and known is None
     async with pool.session(stubs=job.stubs if needs_check else None, print_callback=printed) as session:
-        loop = ScriptLoop(job.code, job.dispatcher, checkpoint=job.checkpoint, os_handler=job.os_handler)
+        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
         try:
             try:
                 first = await session.feed_start(
@@ -97,23 +109,39 @@ async def _run(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: P
             if needs_check:
                 checks.settle(key, CheckReport(ok=True))
             return await loop.run(first)
-        except monty.MontyRuntimeError as exc:
-            raise runtime_error(exc, job.dispatcher) from None
-        except monty.MontyCrashedError:
-            raise SandboxCrashed(
-                'The sandbox worker running the script died (it was killed or ran out of resources). '
-                'The completed calls are listed; retry, reusing their results.'
-            ) from None
-        except (WorkflowError, asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit):
-            raise
-        except monty.MontyError as exc:
-            raise WorkflowRuntimeError(f'The sandbox refused the script: {clean_traceback(str(exc))}') from None
         except BaseException as exc:
-            if type(exc).__module__.startswith(('pydantic_monty', 'pyo3')) or 'Panic' in type(exc).__name__:
-                raise SandboxCrashed(
-                    'The sandbox failed internally while running the script. Retry; the completed calls are listed.'
-                ) from None
-            raise
+            raise translate(exc, job.dispatcher) from None
+
+
+async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint, printed: PrintCapture) -> Any:
+    async with pool.session(stubs=None, print_callback=printed, helpers=False) as session:
+        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
+        try:
+            first = await session.load_snapshot(restore.dump, print_callback=printed)
+            for entry in restore.ledger:
+                call = ScriptCall(entry['call_id'], entry['callee'], (), dict(entry['arguments']), entry.get('line'))
+                loop.admit(call, seq=entry.get('seq'))
+            return await loop.run(first)
+        except BaseException as exc:
+            raise translate(exc, job.dispatcher) from None
+
+
+def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:
+    """A Monty failure as the `WorkflowError` the model reads; anything else unchanged."""
+    if isinstance(exc, (WorkflowError, asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return exc
+    if isinstance(exc, monty.MontyRuntimeError):
+        return runtime_error(exc, dispatcher)
+    if isinstance(exc, monty.MontyCrashedError):
+        return SandboxCrashed(
+            'The sandbox worker running the script died (it was killed or ran out of resources). '
+            'The completed calls are listed; retry, reusing their results.'
+        )
+    if isinstance(exc, monty.MontyError):
+        return WorkflowRuntimeError(f'The sandbox refused the script: {clean_traceback(str(exc))}')
+    if type(exc).__module__.startswith(('pydantic_monty', 'pyo3')) or 'Panic' in type(exc).__name__:
+        return SandboxCrashed('The sandbox failed internally while running the script. Retry; the completed calls are listed.')
+    return exc
 
 
 def type_error(errors: str, diagnostics: list[Any]) -> WorkflowTypeError:

@@ -104,9 +104,13 @@ class SandboxPool:
 
     @asynccontextmanager
     async def session(
-        self, *, stubs: str | None, print_callback: Any = None
+        self, *, stubs: str | None, print_callback: Any = None, helpers: bool = True
     ) -> AsyncIterator[monty.AsyncMontySession]:
-        """A checked-out worker; type checking is on when `stubs` is given."""
+        """A checked-out worker; type checking is on when `stubs` is given.
+
+        With `helpers`, the join helpers are defined first; without, the session is fresh, as
+        `load_snapshot` requires (a dump already holds the helpers).
+        """
         pool = await self._ensure()
         checkout = pool.checkout(
             script_name=SCRIPT_NAME,
@@ -117,7 +121,8 @@ class SandboxPool:
             os_policy=OS_POLICY,
         )
         async with checkout as session:
-            await session.feed_run(HELPERS_SOURCE, skip_type_check=True, print_callback=print_callback)
+            if helpers:
+                await session.feed_run(HELPERS_SOURCE, skip_type_check=True, print_callback=print_callback)
             yield session
 
     async def aclose(self) -> None:

@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 import os
+import random
 import secrets
 import sqlite3
 import struct
@@ -273,17 +274,15 @@ class RunStore:
     def create_run(self, run: RunRow) -> None:
         """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0."""
 
+        row = (
+            run.run_id, run.script, run.stubs_digest, run.status, run.created, run.updated, run.prompt,
+            _encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
+            run.orchestrator_run_id, run.trace_context, _encode(run.inputs, 'run inputs'), 0,
+        )  # fmt: skip
+
         def write(conn: sqlite3.Connection) -> None:
             try:
-                conn.execute(
-                    f'INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({", ".join("?" * 16)})',
-                    (
-                        run.run_id, run.script, run.stubs_digest, run.status, run.created, run.updated,
-                        run.prompt, _encode(run.value, 'run value'), run.error, run.duration,
-                        run.parent_run_id, run.fork_at, run.orchestrator_run_id, run.trace_context,
-                        _encode(run.inputs, 'run inputs'), 0,
-                    ),
-                )  # fmt: skip
+                conn.execute(f'INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({", ".join("?" * len(row))})', row)
             except sqlite3.IntegrityError:
                 raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
 
@@ -577,8 +576,9 @@ class RunStore:
             if digest is not None:
                 raise SnapshotError(
                     f"{what} does not authenticate with this store's key: it was sealed by another store "
-                    "(snapshots cannot be copied between store files) or this store's key was replaced. "
-                    'It will not be loaded; resume or replay it from the store that wrote it.'
+                    "(snapshots cannot be copied between store files), this store's key was replaced, or it "
+                    'was altered together with its recorded checksum. It will not be loaded; resume or '
+                    'replay it from the store that wrote it.'
                 )
             raise SnapshotError(
                 f"{what} does not authenticate with this store's key: it was modified after it was sealed, "
@@ -687,8 +687,8 @@ class RunStore:
                             f'the run store {self.path} stayed locked by another process for over '
                             f'{self.lock_patience:.0f} s; is a stuck process holding it?'
                         ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+            time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters do not retry in lockstep
+            delay = min(delay * 2, 0.1)
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:

@@ -25,7 +25,7 @@ With none of these, nothing leaves the machine: no exporter to the network is in
 4. otherwise: `logfire.configure(send_to_logfire='if-token-present', console=False, ...)`, then
    `RECORDER` is added to its tracer provider, then `logfire.instrument_pydantic_ai()`.
 
-In every branch `RECORDER` sits beside logfire's pipeline, not inside it: what is exported is
+Wherever it is installed, `RECORDER` sits beside logfire's pipeline, not inside it: what is exported is
 scrubbed by logfire (a value mentioning "password", "session", "api key"... is replaced), what is
 recorded for the offline view is not, as the run store already holds the same data in full.
 A later `logfire.configure` call by the user replaces the provider and so drops `RECORDER`: configure
@@ -215,10 +215,10 @@ def tracing_mode() -> TracingMode | None:
 
 
 def _configure(*, service_name: str, console: bool) -> TracingMode:
-    import logfire
-
     if os.environ.get('HARNESS_TRACING', '').strip().lower() in OFF_VALUES:
         return 'off'
+    import logfire
+
     if _logfire_is_configured():
         logfire_provider = logfire.DEFAULT_LOGFIRE_INSTANCE.config.get_tracer_provider()
         _add_recorder(logfire_provider)

@@ -48,7 +48,7 @@ def store(db: Path):
 
 def raw(db: Path) -> sqlite3.Connection:
     """A plain connection to the store file, for inspecting and damaging it behind the store's back."""
-    return sqlite3.connect(db, isolation_level=None)
+    return sqlite3.connect(db, isolation_level=None, check_same_thread=False)
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -58,8 +58,8 @@ def test_run_round_trip_and_persistence(db: Path) -> None:
     run = RunRow(
         run_id='r-1', script='x = await f()\nx', stubs_digest='abc', status='completed', created=100.0,
         prompt='Review the repo', value={'ok': True, 'items': (1, 2.5, None, 'é')}, error=None, duration=1.5,
-        parent_run_id='r-0', fork_at=3, orchestrator_run_id='o-1', trace_context='00-' + 'a' * 32 + '-' + 'b' * 16 + '-01',
-        inputs={'files': ['a.py']},
+        parent_run_id='r-0', fork_at=3, orchestrator_run_id='o-1', inputs={'files': ['a.py']},
+        trace_context='00-' + 'a' * 32 + '-' + 'b' * 16 + '-01',
     )  # fmt: skip
     with RunStore(db) as s:
         s.create_run(run)
@@ -153,8 +153,9 @@ def test_calls_round_trip(store: RunStore) -> None:
     store.create_run(RunRow('r'))
     store.call_started('r', 2, 'lint', {'path': 'b.py', 'opts': ('x', 1)}, line=4, started=2.0)
     store.call_started(
-        'r', 1, 'reviewer', {'task': 'look'}, line=3, attempt=2, source='resumed', side_effect=True, started=1.0
-    )
+        'r', 1, 'reviewer', {'task': 'look'}, line=3, attempt=2, source='resumed', side_effect=True,
+        started=1.0,
+    )  # fmt: skip
     store.call_finished('r', 1, 'ok', result={'score': 0.5, 'notes': ('a', 'b')}, duration=0.25)
     store.call_finished('r', 2, 'error', error='ValueError: nope', duration=0.1)
     calls = store.calls('r')
@@ -201,9 +202,13 @@ def test_call_journal_refuses_bad_input(store: RunStore) -> None:
 
 def test_put_calls_in_one_transaction(store: RunStore) -> None:
     store.create_run(RunRow('fork'))
-    rows = [CallRow('fork', seq, 'f', {'i': seq}, status='ok', result=seq * 10, source='forked') for seq in (1, 2, 3)]
-    store.put_calls(rows)
-    assert [(c.seq, c.result, c.source) for c in store.calls('fork')] == [(1, 10, 'forked'), (2, 20, 'forked'), (3, 30, 'forked')]
+    store.put_calls(
+        CallRow('fork', seq, 'f', {'i': seq}, status='ok', result=seq * 10, source='forked')
+        for seq in (1, 2, 3)
+    )
+    assert [(c.seq, c.result, c.source) for c in store.calls('fork')] == [
+        (1, 10, 'forked'), (2, 20, 'forked'), (3, 30, 'forked'),
+    ]  # fmt: skip
     assert store.get_run('fork').calls_count == 3  # type: ignore[union-attr]
     with pytest.raises(StoreError):
         store.put_calls([CallRow('fork', 4, 'f', {}), CallRow('nope', 1, 'f', {})])
@@ -281,7 +286,8 @@ def test_fresh_file_is_migrated_and_configured(db: Path, store: RunStore) -> Non
     con = raw(db)
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {'meta', 'runs', 'calls', 'snapshots', 'spans'} <= tables
-    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(len(MIGRATIONS)),)
+    version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(len(MIGRATIONS)),)
     assert len(con.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()[0]) == 64
     assert con.execute('PRAGMA journal_mode').fetchone() == ('wal',)
     assert store._conn.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
@@ -315,7 +321,8 @@ def test_failed_migration_rolls_back(db: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_newer_schema_is_refused(db: Path) -> None:
     RunStore(db).close()
     raw(db).execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match=r'schema version 99, newer than this harness knows \(1\).*Upgrade harness'):
+    newer = r'schema version 99, newer than this harness knows \(1\).*Upgrade harness'
+    with pytest.raises(StoreError, match=newer):
         RunStore(db)
     assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('99',)
 
@@ -462,11 +469,16 @@ def test_tamper_messages_are_distinct(tmp_path: Path, db: Path, store: RunStore,
 
 WRITER = textwrap.dedent(
     """
-    import sys, time
+    import sys, time, types
     from pathlib import Path
+
+    # Import only the store (and the two small modules it uses), not the whole engine.
+    db, tag, go, root = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+    package = types.ModuleType('harness')
+    package.__path__ = [str(root / 'harness')]
+    sys.modules['harness'] = package
     from harness.store import RunStore, RunRow
 
-    db, tag, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
     with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path
         deadline = time.monotonic() + 30
@@ -490,7 +502,7 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     go = tmp_path / 'go'
     procs = [
         subprocess.Popen(
-            [sys.executable, '-c', WRITER, str(db), tag, str(go)],
+            [sys.executable, '-c', WRITER, str(db), tag, str(go), str(ROOT)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -500,7 +512,7 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     time.sleep(0.3)  # both opened (and raced to migrate) the fresh file; now start writing together
     go.touch()
     for proc in procs:
-        out, err = proc.communicate(timeout=110)
+        _, err = proc.communicate(timeout=110)
         assert proc.returncode == 0, err.decode()
     with RunStore(db) as s:
         runs = s.list_runs(limit=1000)
@@ -513,10 +525,35 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
                 (seq, 'ok', [tag, 123, seq]) for seq in range(1, 6)
             ]
             assert s.latest_snapshot(f'{tag}-050') is not None
+    spans = {tag: [r.created for r in runs if r.run_id.startswith(tag)] for tag in ('a', 'b')}
+    assert max(min(spans['a']), min(spans['b'])) < min(max(spans['a']), max(spans['b'])), 'no overlap'
     con = raw(db)
     assert con.execute('SELECT COUNT(*) FROM calls').fetchone() == (2000,)
     assert con.execute("SELECT COUNT(*) FROM calls WHERE status = 'ok'").fetchone() == (2000,)
     assert con.execute('SELECT COUNT(*) FROM snapshots').fetchone() == (8,)
+
+
+def test_write_outlasts_a_lock_longer_than_busy_timeout(db: Path) -> None:
+    with RunStore(db, busy_timeout=0.05, lock_patience=10) as s:
+        holder = raw(db)
+        holder.execute('BEGIN IMMEDIATE')
+        threading.Timer(0.5, lambda: holder.execute('COMMIT')).start()
+        started = time.monotonic()
+        s.create_run(RunRow('r'))  # SQLite gives up after 50 ms; the store keeps retrying
+        assert time.monotonic() - started >= 0.4
+        assert s.get_run('r') is not None
+
+
+def test_write_gives_up_after_lock_patience(db: Path) -> None:
+    with RunStore(db, busy_timeout=0.05, lock_patience=0.3) as s:
+        holder = raw(db)
+        holder.execute('BEGIN IMMEDIATE')
+        try:
+            with pytest.raises(StoreError, match='stayed locked by another process'):
+                s.create_run(RunRow('r'))
+        finally:
+            holder.execute('ROLLBACK')
+        s.create_run(RunRow('r'))
 
 
 def test_threads_share_one_store(store: RunStore) -> None:
