@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,12 +14,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
+from rich.table import Table
 
 from .errors import RegistrationError, WorkflowError
 from .harness import Harness
 from .live import LiveCalls
 from .loading import find_project_config, load_object, merge_into, resolve_store
 from .models import DEMO_NOTICE, ModelChoice, choose_model
+from .result import WorkflowResult
+from .store import RunRow, RunStore, StoreError
+from .values import preview
 
 app = typer.Typer(
     help='Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox.',
@@ -182,7 +188,7 @@ def ask(
         h.close()
     console.print()
     console.print(escape(result.output))
-    console.print(f'[dim]orchestrator run {result.run_id} · {live.count} call(s)[/dim]')
+    footer(live)
 
 
 @app.command()
@@ -219,7 +225,197 @@ def chat(
                 continue
             history = result.all_messages()
             console.print(f'[bold green]orchestrator>[/bold green] {escape(result.output)}')
+            footer(live)
+            live.run_ids.clear()
+            live.count = 0
     h.close()
+
+
+# -- stored runs ----------------------------------------------------------------------------------
+
+
+def open_store(store: str | None) -> RunStore:
+    path = resolve_store(store)
+    if path != ':memory:' and not Path(path).exists():
+        raise fail(f'no run store at {path}: run a workflow first, or pass --store / set HARNESS_STORE.')
+    try:
+        return RunStore(path)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+
+
+def find_run(db: RunStore, run_id: str) -> RunRow:
+    try:
+        run = db.get_run(run_id)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    if run is None:
+        raise fail(f'no run {run_id!r} in {db.path}; `harness runs` lists them.')
+    return run
+
+
+STATUS_STYLE = {'completed': 'green', 'failed': 'red', 'interrupted': 'yellow', 'needs_decision': 'magenta',
+                'running': 'cyan'}
+
+
+@app.command()
+def runs(
+    limit: Annotated[int, typer.Option('--limit', '-n', help='How many runs to list.')] = 20,
+    store: StoreOpt = None,
+) -> None:
+    """Stored runs, newest first."""
+    with open_store(store) as db:
+        rows = db.list_runs(limit)
+    table = Table(box=None, header_style='bold')
+    for column in ('run', 'when', 'status', 'calls', 'duration'):
+        table.add_column(column, no_wrap=True)
+    table.add_column('prompt / script', overflow='ellipsis', no_wrap=True)
+    for row in rows:
+        first = (row.prompt or row.script).strip().splitlines()[0] if (row.prompt or row.script).strip() else ''
+        style = STATUS_STYLE.get(row.status, '')
+        lineage = f' [dim](fork of {row.parent_run_id[:10]} at #{row.fork_at})[/dim]' if row.parent_run_id else ''
+        table.add_row(
+            row.run_id,
+            time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row.created)),
+            f'[{style}]{row.status}[/{style}]' if style else row.status,
+            str(row.calls_count),
+            f'{row.duration:.2f}s' if row.duration is not None else '',
+            escape(first[:60]) + lineage,
+        )
+    console.print(table if rows else '[dim]no runs yet[/dim]')
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    store: StoreOpt = None,
+) -> None:
+    """One run: its script with line numbers, its calls with status and timing, and its value."""
+    with open_store(store) as db:
+        run = find_run(db, run_id)
+        calls = db.calls(run.run_id)
+    style = STATUS_STYLE.get(run.status, 'white')
+    console.print(f'[bold]run {run.run_id}[/bold]  [{style}]{run.status}[/{style}]'
+                  + (f'  {run.duration:.2f}s' if run.duration is not None else ''))
+    if run.prompt:
+        console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
+    if run.parent_run_id:
+        console.print(f'[dim]forked from {run.parent_run_id} at call #{run.fork_at}[/dim]')
+    console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
+    table = Table(box=None, header_style='bold')
+    for column in ('#', 'callee', 'line', 'status', 'time', 'source', 'arguments -> result'):
+        table.add_column(column)
+    for call in calls:
+        outcome = preview(call.result, 60) if call.status == 'ok' else (call.error or '')
+        table.add_row(str(call.seq), call.callee, str(call.line or ''), call.status,
+                      f'{call.duration:.2f}s' if call.duration is not None else '',
+                      call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
+                      escape(f'{preview(call.arguments, 50)} -> {outcome}'))
+    console.print(table if calls else '[dim]no calls[/dim]')
+    if run.status == 'completed':
+        console.print('[bold]value:[/bold]')
+        console.print_json(json.dumps(run.value, default=str))
+    elif run.error:
+        console.print(f'[red]error:[/red] {escape(run.error)}')
+
+
+@app.command()
+def trace(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    mermaid: Annotated[bool, typer.Option('--mermaid', help='Print a Mermaid flowchart of the path the run took.')] = False,
+    store: StoreOpt = None,
+) -> None:
+    """The run's nested span tree in the terminal (no Logfire account needed)."""
+    from .trace_view import render_mermaid, render_tree
+
+    with open_store(store) as db:
+        run = find_run(db, run_id)
+        spans = db.spans(run.run_id)
+    if not spans:
+        raise fail(f'run {run.run_id} has no stored spans (tracing was off, or HARNESS_TRACING=off).')
+    if mermaid:
+        print(render_mermaid(spans))
+    else:
+        console.print(render_tree(spans))
+
+
+def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str) -> None:
+    h.on_event = LiveCalls(console)
+    try:
+        result = action()
+    except WorkflowError as exc:
+        raise fail(exc.message) from None
+    finally:
+        h.close()
+    console.print_json(json.dumps(result.value, default=str))
+    console.print(f'[dim]{what} run {result.run_id} · {len(result.calls)} call(s)[/dim]')
+
+
+@app.command()
+def replay(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    from_seq: Annotated[int | None, typer.Option('--from', help='Start from the snapshot at call K.')] = None,
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """Re-run a stored run from its journal; no sub-agent or tool is called."""
+    h, _ = build_or_exit(store, agents, root)
+    finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq), 'replayed')
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    retry_unknown: Annotated[bool, typer.Option('--retry-unknown', help='Re-run side-effecting calls whose outcome is unknown.')] = False,
+    answer: Annotated[list[str] | None, typer.Option('--answer', help='SEQ=JSON: the result of an unknown call.')] = None,
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """Continue an interrupted run; recorded calls are not repeated."""
+    answers: dict[int, Any] = {}
+    for item in answer or []:
+        seq, sep, raw = item.partition('=')
+        try:
+            answers[int(seq)] = json.loads(raw)
+        except ValueError:
+            raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
+        if not sep:
+            raise fail(f'--answer {item!r}: write it as SEQ=JSON')
+    h, _ = build_or_exit(store, agents, root)
+    finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers), 'resumed')
+
+
+@app.command()
+def fork(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).')],
+    result: Annotated[str, typer.Option('--result', help='Its result, as JSON.')],
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """A new run: calls before K from the journal, call K answered with RESULT, later calls live."""
+    try:
+        value = json.loads(result)
+    except json.JSONDecodeError:
+        raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
+    h, _ = build_or_exit(store, agents, root)
+    finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value), 'forked')
+
+
+def footer(live: LiveCalls) -> None:
+    """The run ids of this turn's workflows, and where to see their traces."""
+    from .tracing import logfire_link
+
+    if not live.run_ids:
+        console.print('[dim]no workflow ran[/dim]')
+        return
+    ids = ', '.join(live.run_ids)
+    console.print(f'[dim]run {ids} · {live.count} call(s)[/dim]')
+    link = logfire_link()
+    console.print(f'[dim]trace: {link}[/dim]' if link else f'[dim]trace: harness trace {live.run_ids[-1]}[/dim]')
 
 
 def announce(choice: ModelChoice) -> None:

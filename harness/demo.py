@@ -109,14 +109,14 @@ failed = [f for f, o in zip(files, outcomes) if not o["ok"]]
 findings = []
 for r in reviews:
     for finding in r["findings"]:
-        findings.append({{"path": r["path"], "line": finding["line"], "severity": finding["severity"],
-                         "message": finding["message"]}})
+        findings.append((finding["severity"], r["path"], finding["line"], finding["message"]))
 rank = {{"error": 0, "warning": 1, "info": 2}}
-findings.sort(key=lambda f: (rank[f["severity"]], f["path"], f["line"]))
-digest = "\\n".join(f"{{f['path']}}:{{f['line']}} [{{f['severity']}}] {{f['message']}}" for f in findings[:40])
+findings.sort(key=lambda f: (rank[f[0]], f[1], f[2]))
+digest = "\\n".join(f"{{path}}:{{line}} [{{severity}}] {{message}}" for severity, path, line, message in findings[:40])
 summary = await summarizer(task="Summarise this code review of {path} for the developer:\\n" + digest)
 {{"files": len(files), "needs_work": [r["path"] for r in reviews if r["verdict"] == "needs_work"],
- "findings": findings, "failed": failed, "summary": summary}}
+ "findings": [{{"path": p, "line": n, "severity": s, "message": m}} for s, p, n, m in findings],
+ "failed": failed, "summary": summary}}
 '''
 
 

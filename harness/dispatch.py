@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
@@ -26,6 +28,7 @@ from .events import CallEvent, EventHandler
 from .journal import Journal
 from .result import CallRecord
 from .store import CallRow
+from .tracing import TRACER, json_attr
 from .values import NotPlainData, preview, to_plain
 
 Outcome = dict[str, Any]
@@ -99,6 +102,7 @@ class Dispatcher:
         journal: Journal | None = None,
         history: History | None = None,
         reuse: bool = False,
+        trace_values: bool = True,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
@@ -109,6 +113,7 @@ class Dispatcher:
         self.journal = journal or Journal(None, run_id)
         self.history = history
         self.reuse = reuse
+        self.trace_values = trace_values
         self.calls: list[CallRecord] = []
         self.staged: list[Staged] = []
         self.answered: list[CallRecord] = []
@@ -145,6 +150,8 @@ class Dispatcher:
         self.add_record(record)
         if answer is not None:
             self.answered.append(record)
+            with self.call_span(record):
+                pass
             self.emit('started', record)
             self.emit('finished' if record.status == 'ok' else 'failed', record)
             future.set_result(answer)
@@ -257,32 +264,54 @@ class Dispatcher:
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
+        if self.semaphore is None:
+            return await self.run_one(callee, arguments, record)
+        async with self.semaphore:
+            return await self.run_one(callee, arguments, record)
+
+    async def run_one(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
         ctx = CallContext(run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt,
                           deps=self.scope.deps)
         started = time.perf_counter()
-        try:
-            if self.semaphore is None:
-                value = await callee.invoke(arguments, ctx, self.scope)
-            else:
-                async with self.semaphore:
-                    started = time.perf_counter()
-                    value = await callee.invoke(arguments, ctx, self.scope)
-            plain = to_plain(value, callee.returns)
-        except asyncio.CancelledError:
-            record.status = 'cancelled'
+        with self.call_span(record):
+            try:
+                plain = to_plain(await callee.invoke(arguments, ctx, self.scope), callee.returns)
+            except asyncio.CancelledError:
+                record.status = 'cancelled'
+                record.duration = time.perf_counter() - started
+                raise
+            except NotPlainData as exc:
+                return self.fail(record, started, RuntimeError(
+                    f'{callee.name} returned a value of type {exc.type_name}, which cannot cross into the sandbox'
+                ))
+            except Exception as exc:
+                return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
+            record.status = 'ok'
+            record.result = plain
             record.duration = time.perf_counter() - started
-            raise
-        except NotPlainData as exc:
-            return self.fail(record, started, RuntimeError(
-                f'{callee.name} returned a value of type {exc.type_name}, which cannot cross into the sandbox'
-            ))
-        except Exception as exc:
-            return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
-        record.status = 'ok'
-        record.result = plain
-        record.duration = time.perf_counter() - started
         self.emit('finished', record)
         return {'return_value': plain}
+
+    @contextmanager
+    def call_span(self, record: CallRecord) -> Iterator[None]:
+        """One `call {callee}` span; a sub-agent's own spans nest inside it."""
+        attributes: dict[str, Any] = {
+            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
+            'harness.attempt': record.attempt, 'harness.source': record.source,
+        }
+        if record.line is not None:
+            attributes['harness.line'] = record.line
+        if self.trace_values:
+            attributes['harness.arguments'] = json_attr(record.arguments)
+        with TRACER.start_as_current_span(f'call {record.callee}', attributes=attributes) as span:
+            try:
+                yield
+            finally:
+                span.set_attribute('harness.status', record.status)
+                if record.status == 'error':
+                    span.set_status(Status(StatusCode.ERROR, record.error or 'failed'))
+                elif self.trace_values and record.status == 'ok':
+                    span.set_attribute('harness.result_preview', preview(record.result, 300))
 
     def fail(self, record: CallRecord, started: float, error: Exception) -> Outcome:
         record.status = 'error'

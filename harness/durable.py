@@ -81,7 +81,7 @@ async def resume(
         prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h)
     job = ScriptRun(code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs,
                     type_check=False, restore=restore)
-    return await h.execute(job, journal)
+    return await h.execute(job, journal, mode='resume', traceparent=run.trace_context)
 
 
 def prefill(
@@ -121,7 +121,7 @@ async def replay(h: Harness, run_id: str, *, from_seq: int | None = None,
         prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h, source='replayed')
     job = ScriptRun(code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs,
                     type_check=False, restore=restore)
-    result = await h.execute(job, Journal(None, run.run_id))
+    result = await h.execute(job, Journal(None, run.run_id), mode='replay', traceparent=run.trace_context)
     if run.status == 'completed' and plain(result.value) != plain(run.value):
         raise ReplayDivergence(
             f'the replay of {run.run_id} ended with a different value than the recorded run: '
@@ -140,15 +140,14 @@ async def fork(h: Harness, run_id: str, *, at: int, result: Any, on_event: Event
 
     new_id = new_run_id()
     journal = Journal(store, new_id)
-    journal.begin(RunRow(run_id=new_id, script=parent.script, stubs_digest=parent.stubs_digest, inputs=parent.inputs,
-                         prompt=parent.prompt, parent_run_id=parent.run_id, fork_at=at,
-                         trace_context=parent.trace_context))
+    row = RunRow(run_id=new_id, script=parent.script, stubs_digest=parent.stubs_digest, inputs=parent.inputs,
+                 prompt=parent.prompt, parent_run_id=parent.run_id, fork_at=at)
     history = History(mode='fork', rows={r.seq: r for r in rows if r.seq < at}, answers={at: plain(result)},
                       fork_at=at)
     dispatcher = h.dispatcher(new_id, h.new_scope(), on_event, journal=journal, history=history)
     job = ScriptRun(code=parent.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=parent.inputs,
                     type_check=False)
-    return await h.execute(job, journal)
+    return await h.execute(job, journal, mode='fork', begin=row)
 
 
 def plain(value: Any) -> Any:

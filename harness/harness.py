@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar, overload
 
+from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.agent.abstract import AbstractAgent
@@ -32,7 +33,7 @@ from .register import callee_from_agent, callee_from_function
 from .result import WorkflowResult
 from .runner import PrintCapture, ScriptRun, run_script
 from .store import RunRow, RunStore
-from .tracing import current_traceparent
+from .tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
 from .sandbox import SandboxLimits, SandboxPool, default_workers
 from .stubs import render_inputs, render_stubs
 
@@ -72,6 +73,8 @@ class Harness:
         inherit_model: bool = False,
         max_retries: int = 3,
         reuse_results: bool = True,
+        tracing: bool = True,
+        trace_values: bool = True,
         on_event: EventHandler | None = None,
     ) -> None:
         if max_agent_calls < 1:
@@ -94,6 +97,8 @@ class Harness:
         self.inherit_model = inherit_model
         self.max_retries = max_retries
         self.reuse_results = reuse_results
+        self.tracing = tracing
+        self.trace_values = trace_values
         self.on_event = on_event
         self._store: RunStore | None = None
         self._callees: dict[str, Callee] = {}
@@ -254,19 +259,18 @@ class Harness:
         run_id = new_run_id()
         stubs = self.stubs() + render_inputs(inputs or {})
         journal = Journal(self.store, run_id)
-        journal.begin(RunRow(
+        row = RunRow(
             run_id=run_id,
             script=code,
             stubs_digest=hashlib.sha256(stubs.encode()).hexdigest()[:16],
             inputs=dict(inputs) if inputs else None,
             prompt=scope.prompt,
             orchestrator_run_id=scope.orchestrator_run_id,
-            trace_context=current_traceparent(),
-        ))
+        )
         dispatcher = self.dispatcher(run_id, scope, on_event, journal=journal, reuse=self.reuse_results)
         job = ScriptRun(code=code, stubs=stubs, dispatcher=dispatcher, inputs=dict(inputs) if inputs else None,
                         type_check=self.type_check)
-        return await self.execute(job, journal)
+        return await self.execute(job, journal, mode='run', begin=row)
 
     def dispatcher(
         self,
@@ -288,10 +292,51 @@ class Harness:
             journal=journal,
             history=history,
             reuse=reuse,
+            trace_values=self.trace_values,
         )
 
-    async def execute(self, job: ScriptRun, journal: Journal) -> WorkflowResult:
-        """Run a prepared script to its end and record how it ended."""
+    async def execute(
+        self,
+        job: ScriptRun,
+        journal: Journal,
+        *,
+        mode: str,
+        begin: RunRow | None = None,
+        traceparent: str | None = None,
+    ) -> WorkflowResult:
+        """Run a prepared script to its end, traced as one `run_workflow` span, and record how it ended.
+
+        `begin` is the run row to create (new runs); `traceparent` joins the trace of an earlier
+        process (resume, replay). The run's spans are stored with it once the span has ended.
+        """
+        if self.tracing:
+            configure_tracing()
+        run_id = job.dispatcher.run_id
+        try:
+            with attach_traceparent(traceparent), TRACER.start_as_current_span(
+                f'run_workflow {run_id}',
+                attributes={'harness.run_id': run_id, 'harness.mode': mode, 'harness.script': job.code},
+            ) as span:
+                if begin is not None:
+                    begin.trace_context = current_traceparent()
+                    journal.begin(begin)
+                try:
+                    result = await self._execute(job, journal)
+                except BaseException as exc:
+                    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                    span.set_attribute('harness.status', 'failed')
+                    raise
+                finally:
+                    span.set_attribute('harness.budget_used', job.dispatcher.budget.summary())
+                span.set_attribute('harness.status', result.status)
+                return result
+        finally:
+            if journal.store is not None:
+                spans = RECORDER.drain(run_id)
+                if spans:
+                    journal.store.add_spans(run_id, spans)
+
+    async def _execute(self, job: ScriptRun, journal: Journal) -> WorkflowResult:
         budget: Budget = job.dispatcher.budget
         refused_before = budget.refused
         printed = PrintCapture()

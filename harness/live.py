@@ -16,8 +16,11 @@ class LiveCalls:
         self.console = console
         self.width = width
         self.count = 0
+        self.run_ids: list[str] = []
 
     def __call__(self, event: CallEvent) -> None:
+        if event.run_id not in self.run_ids:
+            self.run_ids.append(event.run_id)
         args = escape(preview(event.arguments, 70).strip('{}'))
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if event.kind == 'started':

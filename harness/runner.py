@@ -7,10 +7,13 @@ This is the only module that knows how Monty reports failures; everything above 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic_monty as monty
+from opentelemetry.trace import Span, Status, StatusCode
 
 from .check import CheckCache, CheckReport, failed_report
 from .dispatch import Dispatcher
@@ -18,6 +21,7 @@ from .errors import BudgetExceeded, CompletedCall, SandboxCrashed, WorkflowError
 from .dispatch import ScriptCall
 from .loop import OsHandler, ScriptLoop, clean_traceback
 from .sandbox import SandboxPool
+from .tracing import TRACER
 
 PRINT_LIMIT = 64_000
 
@@ -94,11 +98,15 @@ async def _run(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: P
         loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
         try:
             try:
-                first = await session.feed_start(
-                    job.code, inputs=job.inputs, print_callback=printed, skip_type_check=not needs_check
-                )
+                with check_span(needs_check) as span:
+                    first = await session.feed_start(
+                        job.code, inputs=job.inputs, print_callback=printed, skip_type_check=not needs_check
+                    )
             except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
                 report = failed_report(clean_traceback(exc.display()))
+                if span is not None:
+                    span.set_attribute('harness.errors', len(report.diagnostics) or 1)
+                    span.set_status(Status(StatusCode.ERROR, 'type check failed'))
                 if needs_check:
                     checks.settle(key, report)
                 raise type_error(report.errors, report.diagnostics) from None
@@ -124,6 +132,16 @@ async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint
             return await loop.run(first)
         except BaseException as exc:
             raise translate(exc, job.dispatcher) from None
+
+
+@contextmanager
+def check_span(checking: bool) -> Iterator[Span | None]:
+    """A `check` span around the feed that type-checks (the feed also runs up to the first pause)."""
+    if not checking:
+        yield None
+        return
+    with TRACER.start_as_current_span('check', attributes={'harness.errors': 0}) as span:
+        yield span
 
 
 def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:

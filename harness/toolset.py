@@ -134,7 +134,11 @@ class WorkflowToolset(AbstractToolset[Any]):
         key = ctx.run_id or str(id(ctx.usage))
         scope = self._scopes.get(key)
         if scope is None:
-            scope = self.harness.new_scope(deps=ctx.deps, usage=ctx.usage, model=ctx.model)
+            prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
+            scope = self.harness.new_scope(
+                deps=ctx.deps, usage=ctx.usage, model=ctx.model, orchestrator_run_id=ctx.run_id,
+                prompt=prompt.strip().splitlines()[0][:200] if prompt and prompt.strip() else None,
+            )
             self._scopes[key] = scope
             while len(self._scopes) > 256:
                 self._scopes.popitem(last=False)

@@ -340,3 +340,29 @@ def _compact(value: Any, limit: int) -> Any:
     items = list(value) if isinstance(value, list | tuple) else value
     text = json.dumps(items, ensure_ascii=False, default=str)
     return items if len(text) <= limit else _truncate(text, limit)
+
+
+# -- the engine's spans ---------------------------------------------------------------------------
+
+TRACER = trace.get_tracer('harness')
+
+
+def install_recorder(provider: object | None = None) -> None:
+    """Add `RECORDER` to `provider` (default: the global one) unless it is there already.
+
+    For when logfire or OpenTelemetry was (re)configured after `configure_tracing` ran.
+    """
+    target = provider or trace.get_tracer_provider()
+    inner = getattr(target, 'provider', target)  # logfire wraps the SDK provider
+    processors = getattr(getattr(inner, '_active_span_processor', None), '_span_processors', ())
+    if RECORDER not in processors:
+        _add_recorder(target)
+
+
+def json_attr(value: Any, limit: int = 2_000) -> str:
+    """A JSON rendering for a span attribute, bounded."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(',', ':'))
+    except (TypeError, ValueError):
+        text = f'<{type(value).__name__}>'
+    return _truncate(text, limit)

@@ -1,14 +1,15 @@
 """A workflow process for the crash tests: `run` starts a workflow, `resume` continues one.
 
 Each sub-agent call writes a marker file when it executes, so the test can count executions.
-Usage: crash_worker.py run|resume|resume-retry STORE MARKERS [RUN_ID]
+Usage: crash_worker.py run STORE MARKERS
+       crash_worker.py resume|resume-retry STORE MARKERS RUN_ID [STORE MARKERS RUN_ID ...]
+(one JSON line per resumed run)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -53,19 +54,22 @@ def announce(event: CallEvent) -> None:
 
 
 def main() -> None:
-    mode, store, markers = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    h = build(store, markers)
-    try:
-        if mode == 'run':
-            result = h.run_sync(SCRIPT, on_event=announce)
-        else:
-            result = h.resume_sync(sys.argv[4], retry_unknown=mode == 'resume-retry')
-    except WorkflowError as exc:
-        print(json.dumps({'error': type(exc).__name__, 'message': exc.message}), flush=True)
+    mode, rest = sys.argv[1], sys.argv[2:]
+    if mode == 'run':
+        h = build(rest[0], Path(rest[1]))
+        h.run_sync(SCRIPT, on_event=announce)
         h.close()
-        os._exit(3)
-    print(json.dumps({'value': result.value, 'run_id': result.run_id}), flush=True)
-    h.close()
+        return
+    for i in range(0, len(rest), 3):
+        store, markers, run_id = rest[i], Path(rest[i + 1]), rest[i + 2]
+        h = build(store, markers)
+        try:
+            result = h.resume_sync(run_id, retry_unknown=mode == 'resume-retry')
+            print(json.dumps({'value': result.value, 'run_id': result.run_id}), flush=True)
+        except WorkflowError as exc:
+            print(json.dumps({'error': type(exc).__name__, 'message': exc.message, 'run_id': run_id}), flush=True)
+        finally:
+            h.close()
 
 
 if __name__ == '__main__':

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -534,13 +534,52 @@ def test_builtin_agents_use_the_given_model() -> None:
     assert all(b.agent.model == 'openai:gpt-4o' for b in builtin_agents('openai:gpt-4o'))
 
 
-def test_register_builtins_with_a_model_and_replacing_one(tmp_path: Path) -> None:
-    harness = Harness(store=':memory:')
-    try:
-        register_builtins(harness, model=TestModel())
-        assert {'reviewer', 'summarizer', 'critic', 'drafter', 'editor'} <= set(harness.callees)
-        harness.remove('summarizer')
-        harness.add_agent(make_summarizer(), name='summarizer')
-        assert 'async def summarizer(*, task: str) -> str:' in harness.stubs()
-    finally:
-        harness.close()
+def test_register_builtins_with_a_model_and_replacing_one(make_harness: Callable[..., Harness]) -> None:
+    harness = make_harness()
+    register_builtins(harness, model=TestModel())
+    assert {'reviewer', 'summarizer', 'critic', 'drafter', 'editor'} == set(harness.callees)
+    harness.remove('summarizer')
+    harness.add_agent(make_summarizer(), name='summarizer')
+    assert 'async def summarizer(*, task: str) -> str:' in harness.stubs()
+    value = harness.run_sync('await summarizer(task="One. Two. Three. Four. Five.")').value
+    assert isinstance(value, str)
+
+
+def test_summarizer_reads_one_finding_per_line_digests() -> None:
+    digest = (
+        'Summarise this code review for the developer:\n'
+        'app/parser.py:22 [error] `eval()` runs arbitrary code\n'
+        'app/inventory.py:4 [warning] unused import: `import os`\n'
+        'app/inventory.py:42 [info] public method `Inventory.find` has no docstring\n'
+    )
+    assert summarize(digest) == (
+        '3 findings in 2 files (1 error, 1 warning, 1 info).\n'
+        'Most important:\n'
+        '- app/parser.py:22 (error) `eval()` runs arbitrary code\n'
+        '- app/inventory.py:4 (warning) unused import: `import os`\n'
+        '- app/inventory.py:42 (info) public method `Inventory.find` has no docstring\n'
+        'By file: app/inventory.py (2), app/parser.py (1).'
+    )
+
+
+def test_drafter_answers_questions_with_placeholders_and_honours_tone() -> None:
+    answer = draft('What is the difference between a list and a tuple? Focus on the basics.')
+    question = 'What is the difference between a list and a tuple?'
+    assert answer.startswith(f'Q: {question}\n\nA (focusing on the basics):')
+    assert '- List: [' in answer and '- Tuple: [' in answer
+    concise = draft('Write an email to Ada about the launch (tone: concise)')
+    friendly = draft('Write an email to Ada about the launch (tone: friendly)')
+    assert concise.startswith('Subject: The launch\n\nHi Ada,')
+    assert friendly.startswith('Subject: The launch\n\nHi Ada!')
+    assert '(tone' not in concise + friendly
+    assert len(concise) < len(friendly)
+
+
+def test_editor_acts_on_critic_reasons() -> None:
+    question = 'How do I reverse a list in Python?'
+    answer = 'Call reverse() on it.'
+    reasons = '; '.join(critique(question, answer).reasons)
+    assert 'missing: list, python' in reasons
+    revised = edit(answer, reasons)
+    assert revised == 'Call reverse() on it. This also covers list and python.'
+    assert critique(question, revised).score > critique(question, answer).score

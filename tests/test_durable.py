@@ -39,42 +39,75 @@ def start_and_kill(store: Path, markers: Path, delay: float) -> str:
     return line.split()[1]
 
 
-def finish(store: Path, markers: Path, run_id: str, mode: str = 'resume') -> dict:
-    proc = worker(mode, str(store), str(markers), run_id)
-    out, _ = proc.communicate(timeout=120)
-    return json.loads(out.strip().splitlines()[-1])
+def finish(*runs: tuple[Path, Path, str], mode: str = 'resume') -> list[dict]:
+    """Resume the given runs, one after another, in ONE fresh process."""
+    args = [str(x) for run in runs for x in run]
+    proc = worker(mode, *args)
+    out, _ = proc.communicate(timeout=300)
+    return [json.loads(line) for line in out.strip().splitlines()]
 
 
 def markers_by_call(markers: Path) -> Counter[str]:
     return Counter(p.name.rsplit('-', 1)[0] for p in markers.iterdir())
 
 
-@pytest.mark.parametrize('delay', [0.0, 0.03, 0.07, 0.1, 0.14, 0.18, 0.22, 0.27, 0.31, 0.36,
-                                   0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15])
-def test_sigkill_at_any_moment_then_resume_in_a_new_process(tmp_path: Path, delay: float):
-    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
-    markers.mkdir()
-    run_id = start_and_kill(store, markers, delay)
-    with RunStore(store) as db:
-        journaled = {r.seq for r in db.calls(run_id) if r.status in ('ok', 'error')}
-    outcome = finish(store, markers, run_id)
-    if outcome.get('error') == 'NeedsDecision':
+# Kill moments measured from the first call: before, during and between the gathers, while results
+# are being journaled and snapshots written, and while the side-effecting call is in flight.
+KILL_DELAYS = [0.0, 0.03, 0.07, 0.1, 0.14, 0.18, 0.22, 0.27, 0.31, 0.36,
+               0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15]
+
+
+def crash_all(tmp_path: Path) -> list[tuple[Path, Path, str]]:
+    """Start one workflow process per kill moment (four at a time) and SIGKILL each at its moment."""
+    killed: list[tuple[Path, Path, str]] = []
+    for batch in range(0, len(KILL_DELAYS), 4):
+        procs = []
+        for k in range(batch, min(batch + 4, len(KILL_DELAYS))):
+            store, markers = tmp_path / f'runs{k}.db', tmp_path / f'markers{k}'
+            markers.mkdir()
+            procs.append((store, markers, KILL_DELAYS[k], worker('run', str(store), str(markers))))
+        firsts = []
+        for store, markers, delay, proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith('run '), line
+            firsts.append(time.monotonic())
+            killed.append((store, markers, line.split()[1]))
+        for (_, _, delay, proc), first in sorted(zip(procs, firsts), key=lambda pf: pf[1] + pf[0][2]):
+            time.sleep(max(0.0, first + delay - time.monotonic()))
+            proc.send_signal(signal.SIGKILL)
+        for *_, proc in procs:
+            proc.wait()
+    return killed
+
+
+@pytest.mark.timeout(600)
+def test_sigkill_at_twenty_moments_then_resume_in_a_new_process(tmp_path: Path):
+    killed = crash_all(tmp_path)
+    journaled = {}
+    for store, _, run_id in killed:
+        with RunStore(store) as db:
+            journaled[run_id] = {r.seq for r in db.calls(run_id) if r.status in ('ok', 'error')}
+    outcomes = dict(zip([k[2] for k in killed], finish(*killed)))
+    undecided = [k for k in killed if outcomes[k[2]].get('error') == 'NeedsDecision']
+    for _, markers, run_id in undecided:
         # Killed while the side-effecting call was in flight: never re-run without permission.
         assert markers_by_call(markers)['charge'] == 1
-        assert '--retry-unknown' in outcome['message']
-        outcome = finish(store, markers, run_id, 'resume-retry')
-        assert markers_by_call(markers)['charge'] == 2
-    assert outcome == {'value': EXPECTED, 'run_id': run_id}
-    with RunStore(store) as db:
-        rows = db.calls(run_id)
-        assert db.get_run(run_id).status == 'completed'
-    counts = markers_by_call(markers)
-    assert len(rows) == 31
-    for row in rows:
-        name = 'charge' if row.callee == 'charge' else f'slow-{row.arguments["i"]}'
-        assert 1 <= counts[name] <= row.attempt, (row.seq, name, counts[name], row.attempt)
-        if row.seq in journaled:  # its result was journaled before the kill: it never ran again
-            assert counts[name] == 1 and row.attempt == 1, (row.seq, name)
+        assert '--retry-unknown' in outcomes[run_id]['message']
+    if undecided:
+        outcomes.update(zip([k[2] for k in undecided], finish(*undecided, mode='resume-retry')))
+    for store, markers, run_id in killed:
+        assert outcomes[run_id] == {'value': EXPECTED, 'run_id': run_id}
+        with RunStore(store) as db:
+            rows = db.calls(run_id)
+            assert db.get_run(run_id).status == 'completed'
+        counts = markers_by_call(markers)
+        assert len(rows) == 31
+        for row in rows:
+            name = 'charge' if row.callee == 'charge' else f'slow-{row.arguments["i"]}'
+            assert 1 <= counts[name] <= row.attempt, (run_id, row.seq, name, counts[name], row.attempt)
+            if row.seq in journaled[run_id]:  # its result was journaled before the kill: it never ran again
+                assert counts[name] == 1 and row.attempt == 1, (run_id, row.seq, name)
 
 
 def test_uncrashed_run_replays_without_calling_anything_and_detects_divergence(tmp_path: Path):
