@@ -33,6 +33,22 @@ RESERVED_NAMES = frozenset(dir(builtins)) | SANDBOX_MODULES | STUB_NAMES | HELPE
 
 
 @dataclass(frozen=True)
+class Returns:
+    """How a callee's return value becomes plain data, and the JSON schema the stub renders from it."""
+
+    dump: Callable[[Any], Any]
+    schema: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, adapter: TypeAdapter[Any]) -> Returns:
+        try:
+            schema = adapter.json_schema(mode='serialization')
+        except Exception:  # an Any-ish return: the stub says Any
+            schema = None
+        return cls(dump=lambda value: adapter.dump_python(value, mode='json', warnings=False), schema=schema)
+
+
+@dataclass(frozen=True)
 class Callee:
     """One function a script can call: a sub-agent (counts against `max_agent_calls`) or a host tool."""
 
@@ -41,7 +57,7 @@ class Callee:
     description: str | None
     params: type[BaseModel]
     """Validates the script's keyword arguments; strict, no extra keys."""
-    returns: TypeAdapter[Any]
+    returns: Returns
     """Turns the return value into plain data, shaped as the stub promises."""
     invoke: Invoke
     expose_errors: bool = False
@@ -51,14 +67,10 @@ class Callee:
     signature: FunctionSignature = field(init=False)
 
     def __post_init__(self) -> None:
-        try:
-            return_schema = self.returns.json_schema(mode='serialization')
-        except Exception:  # an Any-ish return: the stub says Any
-            return_schema = None
         sig = FunctionSignature.from_schema(
             name=self.name,
             parameters_schema=self.params.model_json_schema(),
-            return_schema=return_schema,
+            return_schema=self.returns.schema,
         )
         object.__setattr__(self, 'signature', sig)
 
@@ -135,14 +147,14 @@ def params_from_function(fn: Callable[..., Any], name: str) -> tuple[type[BaseMo
     return model, context_param
 
 
-def return_adapter(fn: Callable[..., Any], name: str) -> TypeAdapter[Any]:
+def return_shape(fn: Callable[..., Any], name: str) -> Returns:
     hints = get_type_hints(fn, include_extras=True)
     if 'return' not in hints:
         raise RegistrationError(
             f'{name} has no return annotation: annotate it (e.g. `-> str` or `-> MyModel`) so scripts know '
             'what they get back.'
         )
-    return check_crossable(hints['return'], where=f'{name}: the return type')
+    return Returns.of(check_crossable(hints['return'], where=f'{name}: the return type'))
 
 
 def model_params(params: type[BaseModel], name: str) -> type[BaseModel]:

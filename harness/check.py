@@ -15,7 +15,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-DIAGNOSTIC = re.compile(r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$')
+DIAGNOSTIC = re.compile(
+    r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
+)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -46,11 +45,11 @@ def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if isinstance(last, ModelRequest):
         for part in last.parts:
             if isinstance(part, ToolReturnPart) and getattr(part, 'outcome', None) == 'retried':
-                return ModelResponse(parts=[TextPart(f'The workflow failed and I cannot repair scripts offline:\n{part.content}')])
+                return ModelResponse(
+                    parts=[TextPart(f'The workflow failed and I cannot repair scripts offline:\n{part.content}')]
+                )
             if isinstance(part, ToolReturnPart) and part.tool_name == TOOL_NAME:
                 return ModelResponse(parts=[TextPart(answer(latest_prompt(messages), part.content))])
-            if isinstance(part, RetryPromptPart):
-                return ModelResponse(parts=[TextPart(f'The workflow failed and I cannot repair scripts offline:\n{part.model_response()}')])
     prompt = latest_prompt(messages)
     script = write_script(prompt, catalog)
     if script is None or TOOL_NAME not in {t.name for t in info.function_tools}:
@@ -98,7 +97,7 @@ def target_path(prompt: str) -> str:
 
 def review_script(path: str) -> str:
     pattern = '**/*.py' if path in {'', '.'} else (path if path.endswith('.py') else f'{path}/**/*.py')
-    return f'''\
+    return f"""\
 import asyncio
 
 files = await list_files(pattern={json.dumps(pattern)})
@@ -117,11 +116,11 @@ summary = await summarizer(task="Summarise this code review of {path} for the de
 {{"files": len(files), "needs_work": [r["path"] for r in reviews if r["verdict"] == "needs_work"],
  "findings": [{{"path": p, "line": n, "severity": s, "message": m}} for s, p, n, m in findings],
  "failed": failed, "summary": summary}}
-'''
+"""
 
 
 def best_of_three_script(prompt: str) -> str:
-    return f'''\
+    return f"""\
 import asyncio
 
 request = {json.dumps(prompt)}
@@ -131,11 +130,11 @@ scores = await asyncio.gather(*[critic(question=request, answer=d) for d in draf
 best = max(range(len(drafts)), key=lambda i: scores[i]["score"])
 final = await editor(draft=drafts[best], feedback="; ".join(scores[best]["reasons"]) or "polish it")
 {{"answer": final, "scores": [s["score"] for s in scores], "chosen": angles[best]}}
-'''
+"""
 
 
 def question_script(prompt: str) -> str:
-    return f'''\
+    return f"""\
 import asyncio
 
 question = {json.dumps(prompt)}
@@ -144,7 +143,7 @@ answers = await settle_all(*[drafter(task=f"{{question}} Focus on {{v}}.") for v
 usable = [a["value"] for a in answers if a["ok"]]
 summary = await summarizer(task=question + "\\n\\n" + "\\n\\n".join(usable))
 {{"summary": summary, "perspectives": len(usable)}}
-'''
+"""
 
 
 def answer(prompt: str, value: Any) -> str:
@@ -159,8 +158,10 @@ def answer(prompt: str, value: Any) -> str:
     lines: list[str] = []
     if 'findings' in value:
         findings = value['findings']
-        lines.append(f'Reviewed {value["files"]} file(s); {len(findings)} finding(s); '
-                     f'needs work: {", ".join(value["needs_work"]) or "none"}.')
+        lines.append(
+            f'Reviewed {value["files"]} file(s); {len(findings)} finding(s); '
+            f'needs work: {", ".join(value["needs_work"]) or "none"}.'
+        )
         for f in findings[:10]:
             lines.append(f'- {f["path"]}:{f["line"]} [{f["severity"]}] {f["message"]}')
         if len(findings) > 10:
@@ -171,7 +172,9 @@ def answer(prompt: str, value: Any) -> str:
         lines.append(summary_text(value['summary']))
     elif 'answer' in value:
         lines.append(str(value['answer']))
-        lines.append(f'\n(best of {len(value["scores"])} drafts, scores {value["scores"]}, chose the {value["chosen"]} one)')
+        lines.append(
+            f'\n(best of {len(value["scores"])} drafts, scores {value["scores"]}, chose the {value["chosen"]} one)'
+        )
     elif 'summary' in value:
         lines.append(summary_text(value['summary']))
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -24,9 +24,9 @@ from .budget import Budget
 from .catalog import Callee
 from .context import CallContext, RunScope
 from .errors import ReplayDivergence, WorkflowError
-from .events import CallEvent, EventHandler
+from .events import CallEvent, EventHandler, EventKind
 from .journal import Journal
-from .result import CallRecord
+from .result import CallRecord, CallSource
 from .store import CallRow
 from .tracing import TRACER, json_attr
 from .values import NotPlainData, preview, to_plain
@@ -75,7 +75,7 @@ class History:
     fork_at: int | None = None
 
     @property
-    def source(self) -> str:
+    def source(self) -> CallSource:
         return {'replay': 'replayed', 'resume': 'resumed', 'fork': 'forked'}[self.mode]
 
 
@@ -229,7 +229,9 @@ class Dispatcher:
             return None
         return self.answer(record, 'reused', result=earlier)
 
-    def answer(self, record: CallRecord, source: str, *, result: Any = None, error: str | None = None) -> Outcome:
+    def answer(
+        self, record: CallRecord, source: CallSource, *, result: Any = None, error: str | None = None
+    ) -> Outcome:
         record.source = source
         record.duration = 0.0
         if error is not None:
@@ -275,7 +277,7 @@ class Dispatcher:
         started = time.perf_counter()
         with self.call_span(record):
             try:
-                plain = to_plain(await callee.invoke(arguments, ctx, self.scope), callee.returns)
+                plain = to_plain(await callee.invoke(arguments, ctx, self.scope), callee.returns.dump)
             except asyncio.CancelledError:
                 record.status = 'cancelled'
                 record.duration = time.perf_counter() - started
@@ -293,7 +295,7 @@ class Dispatcher:
         return {'return_value': plain}
 
     @contextmanager
-    def call_span(self, record: CallRecord) -> Iterator[None]:
+    def call_span(self, record: CallRecord) -> Generator[None]:
         """One `call {callee}` span; a sub-agent's own spans nest inside it."""
         attributes: dict[str, Any] = {
             'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
@@ -320,11 +322,11 @@ class Dispatcher:
         self.emit('failed', record)
         return {'exception': error}
 
-    def emit(self, kind: str, record: CallRecord) -> None:
+    def emit(self, kind: EventKind, record: CallRecord) -> None:
         if self.on_event is None:
             return
         self.on_event(CallEvent(
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             run_id=self.run_id,
             seq=record.seq,
             callee=record.callee,

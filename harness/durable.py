@@ -21,7 +21,7 @@ from .dispatch import History
 from .errors import ReplayDivergence, WorkflowError
 from .events import EventHandler
 from .journal import Journal
-from .result import CallRecord, WorkflowResult
+from .result import CallRecord, CallSource, WorkflowResult
 from .runner import RestorePoint, ScriptRun
 from .store import CallRow, RunRow, RunStore
 
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 def require_store(h: Harness) -> RunStore:
     if h.store is None:
-        raise WorkflowError('This Harness has no run store (store=None): nothing was recorded to resume, replay or fork.')
+        raise WorkflowError(
+            'This Harness has no run store (store=None): nothing was recorded to resume, replay or fork.'
+        )
     return h.store
 
 
@@ -44,15 +46,22 @@ def require_run(store: RunStore, run_id: str) -> RunRow:
 
 def record_of(row: CallRow) -> CallRecord:
     return CallRecord(
-        seq=row.seq, callee=row.callee, arguments=row.arguments, line=row.line, status=row.status,  # type: ignore[arg-type]
-        result=row.result, error=row.error, started=row.started, duration=row.duration, attempt=row.attempt,
+        seq=row.seq,
+        callee=row.callee,
+        arguments=row.arguments,
+        line=row.line,
+        status=row.status,
+        result=row.result,
+        error=row.error,
+        started=row.started,
+        duration=row.duration,
+        attempt=row.attempt,
         source=row.source,
     )
 
 
 def stored_result(run: RunRow, rows: list[CallRow]) -> WorkflowResult:
-    return WorkflowResult(value=run.value, run_id=run.run_id, status=run.status,
-                          calls=[record_of(r) for r in rows])
+    return WorkflowResult(value=run.value, run_id=run.run_id, status=run.status, calls=[record_of(r) for r in rows])
 
 
 async def resume(
@@ -70,8 +79,9 @@ async def resume(
         return stored_result(run, rows)
     snapshot = store.latest_snapshot(run.run_id)
     scope = h.new_scope()
-    history = History(mode='resume', rows={r.seq: r for r in rows}, answers=dict(answers or {}),
-                      retry_unknown=retry_unknown)
+    history = History(
+        mode='resume', rows={r.seq: r for r in rows}, answers=dict(answers or {}), retry_unknown=retry_unknown
+    )
     journal = Journal(store, run.run_id)
     store.update_run(run.run_id, status='running', error=None)
     dispatcher = h.dispatcher(run.run_id, scope, on_event, journal=journal, history=history)
@@ -79,13 +89,20 @@ async def resume(
     if snapshot is not None:
         restore = RestorePoint(snapshot.dump, snapshot.ledger)
         prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h)
-    job = ScriptRun(code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs,
-                    type_check=False, restore=restore)
+    job = ScriptRun(
+        code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs, type_check=False, restore=restore
+    )
     return await h.execute(job, journal, mode='resume', traceparent=run.trace_context)
 
 
 def prefill(
-    calls: list[CallRecord], rows: list[CallRow], *, upto: int, budget: Any, h: Harness, source: str | None = None
+    calls: list[CallRecord],
+    rows: list[CallRow],
+    *,
+    upto: int,
+    budget: Any,
+    h: Harness,
+    source: CallSource | None = None,
 ) -> None:
     """The calls made before a snapshot: in the run's records and counted against the budget again."""
     for row in rows:
@@ -104,8 +121,9 @@ def prefill(
                 budget.tool_calls += 1
 
 
-async def replay(h: Harness, run_id: str, *, from_seq: int | None = None,
-                 on_event: EventHandler | None = None) -> WorkflowResult:
+async def replay(
+    h: Harness, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None
+) -> WorkflowResult:
     store = require_store(h)
     run = require_run(store, run_id)
     rows = store.calls(run.run_id)
@@ -116,11 +134,14 @@ async def replay(h: Harness, run_id: str, *, from_seq: int | None = None,
     if from_seq is not None:
         snapshot = store.snapshot_after(run.run_id, from_seq)
         if snapshot is None:
-            raise WorkflowError(f'Run {run.run_id} has no snapshot at or before call {from_seq}; replay from the start.')
+            raise WorkflowError(
+                f'Run {run.run_id} has no snapshot at or before call {from_seq}; replay from the start.'
+            )
         restore = RestorePoint(snapshot.dump, snapshot.ledger)
         prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h, source='replayed')
-    job = ScriptRun(code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs,
-                    type_check=False, restore=restore)
+    job = ScriptRun(
+        code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs, type_check=False, restore=restore
+    )
     result = await h.execute(job, Journal(None, run.run_id), mode='replay', traceparent=run.trace_context)
     if run.status == 'completed' and plain(result.value) != plain(run.value):
         raise ReplayDivergence(
@@ -130,7 +151,9 @@ async def replay(h: Harness, run_id: str, *, from_seq: int | None = None,
     return result
 
 
-async def fork(h: Harness, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None) -> WorkflowResult:
+async def fork(
+    h: Harness, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None
+) -> WorkflowResult:
     store = require_store(h)
     parent = require_run(store, run_id)
     rows = store.calls(parent.run_id)
@@ -140,13 +163,18 @@ async def fork(h: Harness, run_id: str, *, at: int, result: Any, on_event: Event
 
     new_id = new_run_id()
     journal = Journal(store, new_id)
-    row = RunRow(run_id=new_id, script=parent.script, stubs_digest=parent.stubs_digest, inputs=parent.inputs,
-                 prompt=parent.prompt, parent_run_id=parent.run_id, fork_at=at)
-    history = History(mode='fork', rows={r.seq: r for r in rows if r.seq < at}, answers={at: plain(result)},
-                      fork_at=at)
+    row = RunRow(
+        run_id=new_id,
+        script=parent.script,
+        stubs_digest=parent.stubs_digest,
+        inputs=parent.inputs,
+        prompt=parent.prompt,
+        parent_run_id=parent.run_id,
+        fork_at=at,
+    )
+    history = History(mode='fork', rows={r.seq: r for r in rows if r.seq < at}, answers={at: plain(result)}, fork_at=at)
     dispatcher = h.dispatcher(new_id, h.new_scope(), on_event, journal=journal, history=history)
-    job = ScriptRun(code=parent.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=parent.inputs,
-                    type_check=False)
+    job = ScriptRun(code=parent.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=parent.inputs, type_check=False)
     return await h.execute(job, journal, mode='fork', begin=row)
 
 

@@ -69,4 +69,3 @@ class SnapshotError(WorkflowError):
 
 class RegistrationError(ValueError):
     """A sub-agent or tool cannot be registered as given; the message names the fix."""
-

@@ -27,15 +27,15 @@ from .check import CheckCache, CheckReport, failed_report
 from .context import RunScope
 from .dispatch import Dispatcher, History, NeedsDecision
 from .errors import SandboxCrashed, WorkflowError
-from .journal import Journal
 from .events import EventHandler
+from .journal import Journal
 from .register import callee_from_agent, callee_from_function
 from .result import WorkflowResult
 from .runner import PrintCapture, ScriptRun, run_script
-from .store import RunRow, RunStore
-from .tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
 from .sandbox import SandboxLimits, SandboxPool, default_workers
+from .store import RunRow, RunStore
 from .stubs import render_inputs, render_stubs
+from .tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -174,9 +174,17 @@ class Harness:
 
     def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
         def register(f: F) -> F:
-            self.add_callee(callee_from_function(f, kind=kind, existing=set(self._callees), **{
-                'name': None, 'description': None, **options,
-            }))
+            self.add_callee(
+                callee_from_function(
+                    f,
+                    kind=kind,
+                    existing=set(self._callees),
+                    name=options.get('name'),
+                    description=options.get('description'),
+                    side_effect=options.get('side_effect', False),
+                    expose_errors=options.get('expose_errors', False),
+                )
+            )
             return f
 
         return register if fn is None else register(fn)

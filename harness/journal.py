@@ -34,7 +34,7 @@ def call_row(run_id: str, record: CallRecord, *, side_effect: bool = False) -> C
         started=record.started,
         duration=record.duration,
         attempt=record.attempt,
-        source=record.source,  # type: ignore[arg-type]
+        source=record.source,
         side_effect=side_effect,
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import pydantic_monty as monty
 
@@ -105,8 +105,13 @@ class ScriptLoop:
     def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> None:
         """Store the paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
         ledger = [
-            {'call_id': cid, 'seq': self.seqs.get(cid), 'callee': call.name, 'arguments': call.kwargs,
-             'line': call.line}
+            {
+                'call_id': cid,
+                'seq': self.seqs.get(cid),
+                'callee': call.name,
+                'arguments': call.kwargs,
+                'line': call.line,
+            }
             for cid, call in self.ledger.items()
         ]
         self.dispatcher.journal.snapshot(len(self.dispatcher.calls), snap.dump(), ledger)
@@ -116,11 +121,15 @@ class ScriptLoop:
         if self.os_handler is not None:
             outcome = await self.os_handler(name, tuple(snap.args), dict(snap.kwargs))
             if outcome is not None:
-                return await snap.resume(outcome)  # type: ignore[arg-type]
-        return await snap.resume({'exception': PermissionError(
-            f'{name} is not available in a workflow script: there is no filesystem, network, environment, '
-            'clock or OS randomness. Pass what you need as inputs or get it from a registered tool.'
-        )})
+                return await snap.resume(cast(Any, outcome))
+        return await snap.resume(
+            {
+                'exception': PermissionError(
+                    f'{name} is not available in a workflow script: there is no filesystem, network, environment, '
+                    'clock or OS randomness. Pass what you need as inputs or get it from a registered tool.'
+                )
+            }
+        )
 
     def line_of(self, position: monty.SourceRange) -> int | None:
         if position.filename != SCRIPT_FEED:

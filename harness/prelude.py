@@ -7,7 +7,7 @@ unchecked); the stub text below is what the model and the checker see.
 
 HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled'})
 
-HELPERS_SOURCE = '''\
+HELPERS_SOURCE = """\
 import asyncio
 
 async def settled(aw):
@@ -18,7 +18,7 @@ async def settled(aw):
 
 async def settle_all(*aws):
     return await asyncio.gather(*[settled(aw) for aw in aws])
-'''
+"""
 
 HELPER_STUBS = '''\
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 
-from .catalog import CallKind, Callee, check_name, model_params, params_from_function, return_adapter
+from .catalog import Callee, CallKind, Returns, check_name, model_params, params_from_function, return_shape
 from .context import CallContext, RunScope
 from .errors import RegistrationError
 
@@ -41,10 +41,10 @@ def callee_from_agent(
         raise RegistrationError(f'add_agent() takes a pydantic-ai Agent, got {type(agent).__name__}.')
     resolved = check_name(agent.name if name is None else name, existing, what='sub-agent')
     arguments = TASK_PARAMS if params is None else model_params(params, resolved)
-    returns = _agent_output_adapter(agent)
+    returns = _agent_output(agent)
 
     async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
-        prompt = args.task if params is None else format_as_xml(args, root_tag='input')  # type: ignore[attr-defined]
+        prompt = getattr(args, 'task') if params is None else format_as_xml(args, root_tag='input')  # noqa: B009
         model = scope.model if inherit_model and scope.model is not None else None
         result = await agent.run(
             prompt,
@@ -77,28 +77,14 @@ def tokens_only(usage: RunUsage) -> RunUsage:
     return dataclasses.replace(usage, requests=0, tool_calls=0)
 
 
-def _agent_output_adapter(agent: AbstractAgent[Any, Any]) -> TypeAdapter[Any]:
+def _agent_output(agent: AbstractAgent[Any, Any]) -> Returns:
     output_type = getattr(agent, 'output_type', str)
     try:
-        adapter = TypeAdapter(output_type)
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
         adapter.json_schema(mode='serialization')
-        return adapter
-    except Exception:
-        return _JsonableAdapter(agent)
-
-
-class _JsonableAdapter(TypeAdapter[Any]):
-    """For output specs that are not a single type (a list of outputs, `ToolOutput`, ...)."""
-
-    def __init__(self, agent: AbstractAgent[Any, Any]) -> None:
-        super().__init__(Any)
-        self._agent = agent
-
-    def dump_python(self, instance: Any, /, **_: Any) -> Any:  # type: ignore[override]
-        return to_jsonable_python(instance)
-
-    def json_schema(self, **_: Any) -> dict[str, Any]:  # type: ignore[override]
-        return self._agent.output_json_schema()
+        return Returns.of(adapter)
+    except Exception:  # an output spec that is not one type (a list of outputs, ToolOutput, ...)
+        return Returns(dump=to_jsonable_python, schema=agent.output_json_schema())
 
 
 def callee_from_function(
@@ -122,7 +108,7 @@ def callee_from_function(
             f'sub-agent {resolved} must be an `async def` function; register plain functions with @h.tool.'
         )
     params, context_param = params_from_function(fn, resolved)
-    returns = return_adapter(fn, resolved)
+    returns = return_shape(fn, resolved)
 
     async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
         kwargs = {key: getattr(args, key) for key in type(args).model_fields}
@@ -144,5 +130,3 @@ def callee_from_function(
         expose_errors=expose_errors,
         side_effect=side_effect,
     )
-
-

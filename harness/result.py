@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-CallStatus = Literal['running', 'ok', 'error', 'cancelled']
+CallStatus = Literal['running', 'ok', 'error', 'cancelled', 'unknown']
+CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
+"""Where a call's result came from: it ran, or the journal (or the user) answered it."""
 RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision']
 
 
@@ -24,7 +26,7 @@ class CallRecord:
     """Seconds since the run started."""
     duration: float | None = None
     attempt: int = 1
-    source: str = 'live'
+    source: CallSource = 'live'
 
 
 @dataclass

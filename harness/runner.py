@@ -7,7 +7,7 @@ This is the only module that knows how Monty reports failures; everything above 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +16,15 @@ import pydantic_monty as monty
 from opentelemetry.trace import Span, Status, StatusCode
 
 from .check import CheckCache, CheckReport, failed_report
-from .dispatch import Dispatcher
-from .errors import BudgetExceeded, CompletedCall, SandboxCrashed, WorkflowError, WorkflowRuntimeError, WorkflowTypeError
-from .dispatch import ScriptCall
+from .dispatch import Dispatcher, ScriptCall
+from .errors import (
+    BudgetExceeded,
+    CompletedCall,
+    SandboxCrashed,
+    WorkflowError,
+    WorkflowRuntimeError,
+    WorkflowTypeError,
+)
 from .loop import OsHandler, ScriptLoop, clean_traceback
 from .sandbox import SandboxPool
 from .tracing import TRACER
@@ -135,7 +141,7 @@ async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint
 
 
 @contextmanager
-def check_span(checking: bool) -> Iterator[Span | None]:
+def check_span(checking: bool) -> Generator[Span | None]:
     """A `check` span around the feed that type-checks (the feed also runs up to the first pause)."""
     if not checking:
         yield None
@@ -158,7 +164,9 @@ def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:
     if isinstance(exc, monty.MontyError):
         return WorkflowRuntimeError(f'The sandbox refused the script: {clean_traceback(str(exc))}')
     if type(exc).__module__.startswith(('pydantic_monty', 'pyo3')) or 'Panic' in type(exc).__name__:
-        return SandboxCrashed('The sandbox failed internally while running the script. Retry; the completed calls are listed.')
+        return SandboxCrashed(
+            'The sandbox failed internally while running the script. Retry; the completed calls are listed.'
+        )
     return exc
 
 

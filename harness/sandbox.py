@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -43,15 +44,13 @@ class SandboxLimits:
             return cls()
         unknown = set(limits) - LIMIT_KEYS
         if unknown:
-            raise ValueError(
-                f'unknown sandbox limit(s) {sorted(unknown)}: the keys are {sorted(LIMIT_KEYS)}.'
-            )
+            raise ValueError(f'unknown sandbox limit(s) {sorted(unknown)}: the keys are {sorted(LIMIT_KEYS)}.')
         values = {**cls().__dict__, **{k: v for k, v in limits.items() if v is not None}}
         if values['max_duration_secs'] <= 0 or values['max_memory'] <= 0 or values['max_suspensions'] < 1:
             raise ValueError('sandbox limits must be positive numbers.')
         return cls(**values)
 
-    def monty(self) -> monty.ResourceLimits:
+    def as_monty_limits(self) -> monty.ResourceLimits:
         return {
             'max_feed_duration_secs': self.max_duration_secs,
             'max_memory': self.max_memory,
@@ -105,7 +104,7 @@ class SandboxPool:
     @asynccontextmanager
     async def session(
         self, *, stubs: str | None, print_callback: Any = None, helpers: bool = True
-    ) -> AsyncIterator[monty.AsyncMontySession]:
+    ) -> AsyncGenerator[monty.AsyncMontySession]:
         """A checked-out worker; type checking is on when `stubs` is given.
 
         With `helpers`, the join helpers are defined first; without, the session is fresh, as
@@ -114,7 +113,7 @@ class SandboxPool:
         pool = await self._ensure()
         checkout = pool.checkout(
             script_name=SCRIPT_NAME,
-            limits=self.limits.monty(),
+            limits=self.limits.as_monty_limits(),
             type_check=stubs is not None,
             type_check_stubs=stubs,
             type_check_format='concise',
@@ -151,10 +150,8 @@ _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
 @atexit.register
 def _close_pools_at_exit() -> None:
     for pool in list(_live_pools):
-        try:
+        with contextlib.suppress(Exception):
             pool.close_sync()
-        except Exception:
-            pass
     if _live_pools:
         time.sleep(0.05)
 

@@ -33,16 +33,15 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 from .errors import SnapshotError
-from .result import RunStatus
+from .result import CallSource, CallStatus, RunStatus
 
 T = TypeVar('T')
 
-JournalStatus = Literal['running', 'ok', 'error', 'cancelled', 'unknown']
+JournalStatus = CallStatus
 """`unknown`: the call was started but the process died before its outcome was journaled."""
-CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
 
 JOURNAL_STATUSES: frozenset[str] = frozenset(get_args(JournalStatus))
 CALL_SOURCES: frozenset[str] = frozenset(get_args(CallSource))

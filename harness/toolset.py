@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextvars
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Annotated, Any
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field, TypeAdapter
 from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
+from typing_extensions import TypedDict
 
 from .context import RunScope
 from .errors import BudgetExceeded, CompletedCall, WorkflowError
@@ -44,7 +43,7 @@ class _Arguments(TypedDict):
 
 _ARGS = TypeAdapter(_Arguments)
 _ARGS_SCHEMA = _ARGS.json_schema()
-_ARGS_VALIDATOR: SchemaValidatorProt = _ARGS.validator  # type: ignore[assignment]
+_ARGS_VALIDATOR = cast(SchemaValidatorProt, _ARGS.validator)
 
 RULES = """\
 Write and run a Python workflow script that calls the sub-agents and tools below as async functions.
@@ -52,8 +51,8 @@ Use it to fan work out in parallel, chain results, vote, or loop, in one step in
 
 Rules of the sandbox (Monty, a subset of Python):
 - Call functions with keyword arguments and await them: `r = await reviewer(task="...")`.
-- Fan out with `asyncio.gather(...)` (write `import asyncio` first); it has no `return_exceptions`, so wrap calls in `settled(...)`
-  (or use `settle_all(...)`) to keep the results that succeeded when some fail.
+- Fan out with `asyncio.gather(...)` (write `import asyncio` first). It has no `return_exceptions`,
+  so wrap calls in `settled(...)` (or use `settle_all(...)`) to keep the results that succeeded.
 - Structured results are dicts typed as TypedDicts: read fields with `r["field"]`, not `r.field`.
 - A failed call raises `RuntimeError` in the script: catch it with try/except, or let the script fail.
 - No filesystem, network, environment, clock or OS randomness; no third-party imports; no classes
@@ -73,7 +72,9 @@ that value. If a script fails, fix it using the error message and reuse the comp
 
 
 def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | None) -> str:
-    budget = f'This orchestrator run can make at most {max_agent_calls} sub-agent calls in total, shared by every script.'
+    budget = (
+        f'This orchestrator run can make at most {max_agent_calls} sub-agent calls in total, shared by every script.'
+    )
     if max_tool_calls is not None:
         budget += f' Host tools: at most {max_tool_calls} calls.'
     return f'{RULES}\n\n{budget}\n\nAvailable functions:\n\n```python\n{stubs}```'
@@ -84,7 +85,9 @@ def completed_section(completed: list[CompletedCall]) -> str:
     if not completed:
         return ''
     shown = completed[-MAX_COMPLETED_SHOWN:]
-    lines = [f'\n\nCompleted before the failure ({len(completed)} call(s); reuse these values instead of calling again):']
+    lines = [
+        f'\n\nCompleted before the failure ({len(completed)} call(s); reuse these values instead of calling again):'
+    ]
     if len(shown) < len(completed):
         lines.append(f'(only the last {len(shown)} shown)')
     for call in shown:
@@ -103,7 +106,9 @@ def printed_section(printed: str) -> str:
 class WorkflowToolset(AbstractToolset[Any]):
     """A toolset with the single tool `run_workflow`, backed by a `Harness`."""
 
-    def __init__(self, harness: Harness, *, on_event: EventHandler | None = None, max_retries: int | None = None) -> None:
+    def __init__(
+        self, harness: Harness, *, on_event: EventHandler | None = None, max_retries: int | None = None
+    ) -> None:
         self.harness = harness
         self.on_event = on_event
         self.max_retries = harness.max_retries if max_retries is None else max_retries
@@ -126,8 +131,11 @@ class WorkflowToolset(AbstractToolset[Any]):
             parameters_json_schema=_ARGS_SCHEMA,
             sequential=True,
         )
-        return {TOOL_NAME: ToolsetTool(toolset=self, tool_def=tool_def, max_retries=self.max_retries,
-                                       args_validator=_ARGS_VALIDATOR)}
+        return {
+            TOOL_NAME: ToolsetTool(
+                toolset=self, tool_def=tool_def, max_retries=self.max_retries, args_validator=_ARGS_VALIDATOR
+            )
+        }
 
     def scope_for(self, ctx: RunContext[Any]) -> RunScope:
         """One scope (budget, deps, usage) per orchestrator run, found again by its run id."""
@@ -136,7 +144,10 @@ class WorkflowToolset(AbstractToolset[Any]):
         if scope is None:
             prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
             scope = self.harness.new_scope(
-                deps=ctx.deps, usage=ctx.usage, model=ctx.model, orchestrator_run_id=ctx.run_id,
+                deps=ctx.deps,
+                usage=ctx.usage,
+                model=ctx.model,
+                orchestrator_run_id=ctx.run_id,
                 prompt=prompt.strip().splitlines()[0][:200] if prompt and prompt.strip() else None,
             )
             self._scopes[key] = scope
@@ -144,7 +155,9 @@ class WorkflowToolset(AbstractToolset[Any]):
                 self._scopes.popitem(last=False)
         return scope
 
-    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]) -> Any:
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
         scope = self.scope_for(ctx)
         token = _in_workflow.set(True)
         try:
@@ -158,8 +171,11 @@ class WorkflowToolset(AbstractToolset[Any]):
             _in_workflow.reset(token)
         value: Any = result.value if result.value is not None or not result.printed else None
         if result.printed:
-            value = {'output': result.printed, 'result': result.value} if result.value is not None else {
-                'output': result.printed}
+            value = (
+                {'output': result.printed, 'result': result.value}
+                if result.value is not None
+                else {'output': result.printed}
+            )
         if result.note:
             return {'result': value, 'note': result.note}
         return value

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 PLAIN_SCALARS = (type(None), bool, int, float, str)
@@ -18,16 +18,16 @@ class NotPlainData(TypeError):
         self.type_name = type_name
 
 
-def to_plain(value: Any, adapter: TypeAdapter[Any] | None) -> Any:
+def to_plain(value: Any, dump: Callable[[Any], Any] | None) -> Any:
     """Convert a callee's return value to plain data: None, bool, int, float, str, list, dict.
 
-    The declared return type's adapter is used first, so pydantic models, dataclasses, enums and
+    The declared return type's dump is used first, so pydantic models, dataclasses, enums and
     UUIDs become what their JSON schema (and so the stub) promises. Anything that still is not plain
     raises `NotPlainData` naming only the type, never the value's repr.
     """
-    if adapter is not None:
+    if dump is not None:
         try:
-            value = adapter.dump_python(value, mode='json', warnings=False)
+            value = dump(value)
         except (PydanticSerializationError, ValueError, TypeError):
             raise NotPlainData(type(value).__name__) from None
     return _check_plain(value)
