@@ -1,8 +1,11 @@
 """The type check: a script against the catalog's stubs, with Monty's built-in ty.
 
-The check happens inside the worker when the script is fed; a script that fails it never starts.
-Results are cached by (stubs, script): a retried or repeated script is checked once, and identical
-scripts started together wait for one check instead of each paying for it.
+A script is checked before it runs, and never runs when the check fails. The check itself runs
+nothing: the script is fed to a checking session wrapped in an `async def` that is never called,
+so ty checks its body while the interpreter only defines a function. That lets one warm checking
+session serve many checks (ty's first check in a session costs ~100 ms, later ones a few ms).
+Outcomes are cached by (stubs, script): a retried or repeated script is checked once, and
+identical scripts started together wait for one check instead of each paying for it.
 """
 
 from __future__ import annotations
@@ -11,9 +14,16 @@ import asyncio
 import concurrent.futures
 import hashlib
 import re
+import textwrap
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_monty as monty
+
+from .sandbox import SandboxPool
 
 DIAGNOSTIC = re.compile(
     r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
@@ -93,3 +103,132 @@ class CheckCache:
                     self._done.popitem(last=False)
         if running is not None:
             running.set_result(report)
+
+
+WRAPPER = 'async def __harness_check__():\n'
+INDENT = '    '
+LOCATION = re.compile(r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):', re.MULTILINE)
+SESSION_USES = 64
+"""A checking session is replaced after this many checks: ty's context grows with each one."""
+MAX_CHECKERS = 2
+"""Checking sessions per stubs text; checks beyond that wait (ty is CPU-bound: more would not help)."""
+
+
+def wrap(code: str) -> str:
+    """The script as the body of a function that is defined but never called."""
+    return WRAPPER + textwrap.indent(code, INDENT, lambda line: True)
+
+
+def unwrap_locations(text: str) -> str:
+    """Map ty's line:column in the wrapped script back to the script as written."""
+
+    def shift(m: re.Match[str]) -> str:
+        line, col = int(m['line']), int(m['col'])
+        return f'{m["file"]}:{max(line - 1, 1)}:{max(col - len(INDENT), 1)}:'
+
+    return LOCATION.sub(shift, text)
+
+
+class Checker:
+    """Checks scripts in warm sessions of the Harness's pool, caching outcomes."""
+
+    def __init__(self, pool: SandboxPool) -> None:
+        self.pool = pool
+        self.cache = CheckCache()
+        self._idle: dict[str, list[_Session]] = {}
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    async def check(self, stubs: str, code: str) -> CheckReport:
+        key = self.cache.key(stubs, code)
+        known = await self.cache.claim(key)
+        if known is not None:
+            return known
+        report: CheckReport | None = None
+        try:
+            report = await self._check(stubs, code)
+        finally:
+            self.cache.settle(key, report)
+        return report
+
+    async def _check(self, stubs: str, code: str) -> CheckReport:
+        async with self._slot():
+            for attempt in range(2):
+                session = await self._take(stubs)
+                try:
+                    await session.session.feed_run(wrap(code), print_callback=lambda *_: None)
+                except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
+                    self._give_back(stubs, session)
+                    return failed_report(unwrap_locations(exc.display()))
+                except monty.MontyError:
+                    # The wrapper only defines a function, so anything else is the session's fault.
+                    await session.close()
+                    if attempt:
+                        raise
+                    continue
+                self._give_back(stubs, session)
+                return CheckReport(ok=True)
+        raise AssertionError('unreachable')
+
+    def _slot(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            slot = self._slots.get(loop)
+            if slot is None:
+                slot = self._slots[loop] = asyncio.Semaphore(MAX_CHECKERS)
+        return slot
+
+    async def _take(self, stubs: str) -> _Session:
+        await self.pool.ensure_open()
+        with self._lock:
+            idle = self._idle.get(stubs)
+            if idle:
+                return idle.pop()
+        session = _Session(self.pool.checker(stubs))
+        await session.open()
+        return session
+
+    def _give_back(self, stubs: str, session: _Session) -> None:
+        session.uses += 1
+        if session.uses >= SESSION_USES:
+            _close_later(session)
+            return
+        with self._lock:
+            for other in [k for k in self._idle if k != stubs][: max(0, len(self._idle) - 3)]:
+                for stale in self._idle.pop(other):  # keep sessions for the few newest catalogs only
+                    _close_later(stale)
+            self._idle.setdefault(stubs, []).append(session)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            sessions = [s for idle in self._idle.values() for s in idle]
+            self._idle.clear()
+        for session in sessions:
+            await session.close()
+
+
+class _Session:
+    """One checked-out checking session, held open across checks."""
+
+    def __init__(self, checkout: Any) -> None:
+        self.checkout = checkout
+        self.session: monty.AsyncMontySession = None  # type: ignore[assignment]
+        self.uses = 0
+
+    async def open(self) -> None:
+        self.session = await self.checkout.__aenter__()
+
+    async def close(self) -> None:
+        try:
+            await self.checkout.__aexit__(None, None, None)
+        except Exception:
+            pass  # a crashed worker is already gone; the pool replaces it
+
+
+def _close_later(session: _Session) -> None:
+    try:
+        asyncio.get_running_loop().create_task(session.close())
+    except RuntimeError:
+        pass

@@ -215,6 +215,8 @@ def chat(
                 continue
             if prompt.strip() in {'/exit', '/quit'}:
                 break
+            live.run_ids.clear()  # this turn's runs only, also after a cancelled or failed turn
+            live.count = 0
             try:
                 result = runner.run(orchestrator.run(prompt, message_history=history))
             except KeyboardInterrupt:
@@ -226,8 +228,6 @@ def chat(
             history = result.all_messages()
             console.print(f'[bold green]orchestrator>[/bold green] {escape(result.output)}')
             footer(live)
-            live.run_ids.clear()
-            live.count = 0
     h.close()
 
 

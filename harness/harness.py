@@ -23,7 +23,7 @@ from pydantic_ai.usage import UsageLimits
 
 from .budget import Budget
 from .catalog import Callee, CallKind
-from .check import CheckCache, CheckReport, failed_report
+from .check import Checker, CheckReport
 from .context import RunScope
 from .dispatch import Dispatcher, History, NeedsDecision
 from .errors import SandboxCrashed, WorkflowError
@@ -104,7 +104,7 @@ class Harness:
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
         self._pool = SandboxPool(max_workers=max_workers or default_workers(), limits=self.limits)
-        self._checks = CheckCache()
+        self._checker = Checker(self._pool)
         self._runner: asyncio.Runner | None = None
         self._runner_lock = threading.Lock()
 
@@ -214,30 +214,8 @@ class Harness:
     # -- checking and running -------------------------------------------------------------------
 
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
-        """Type check `code` without making any call (pure sandbox code before the first call may run)."""
-        stubs = self.stubs() + render_inputs(inputs or {})
-        key = self._checks.key(stubs, code)
-        known = await self._checks.claim(key)
-        if known is not None:
-            return known
-        import pydantic_monty as monty
-
-        report: CheckReport | None = None
-        try:
-            async with self._pool.session(stubs=stubs) as session:
-                try:
-                    await session.feed_start(code, inputs=dict(inputs) if inputs else None,
-                                             print_callback=lambda *_: None)
-                    report = CheckReport(ok=True)
-                except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
-                    from .loop import clean_traceback
-
-                    report = failed_report(clean_traceback(exc.display()))
-                except monty.MontyError:
-                    report = CheckReport(ok=True)  # it type-checked, then raised while running
-        finally:
-            self._checks.settle(key, report)
-        return report
+        """Type check `code` against the catalog without running any of it."""
+        return await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Blocking twin of `acheck`; usable from sync and async code."""
@@ -349,7 +327,7 @@ class Harness:
         refused_before = budget.refused
         printed = PrintCapture()
         try:
-            value = await run_script(self._pool, self._checks, job, printed)
+            value = await run_script(self._pool, self._checker, job, printed)
         except NeedsDecision as exc:
             journal.end('needs_decision', error=exc.message)
             raise
@@ -453,13 +431,14 @@ class Harness:
 
     async def aclose(self) -> None:
         """Shut the sandbox workers down and close the store. Both reopen if the Harness is used again."""
+        await self._checker.aclose()
         await self._pool.aclose()
         if self._store is not None:
             self._store.close()
             self._store = None
 
     def close(self) -> None:
-        self._pool.close_sync()
+        self._sync(self.aclose())
         if self._store is not None:
             self._store.close()
             self._store = None

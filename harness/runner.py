@@ -7,15 +7,13 @@ This is the only module that knows how Monty reports failures; everything above 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic_monty as monty
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
-from .check import CheckCache, CheckReport, failed_report
+from .check import Checker
 from .dispatch import Dispatcher, ScriptCall
 from .errors import (
     BudgetExceeded,
@@ -81,10 +79,10 @@ class RestorePoint:
     ledger: list[dict[str, Any]]
 
 
-async def run_script(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
+async def run_script(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: PrintCapture) -> Any:
     """The script's final value; raises `WorkflowError` (with completed calls and output attached)."""
     try:
-        return await _run(pool, checks, job, printed)
+        return await _run(pool, checker, job, printed)
     except WorkflowError as exc:
         exc.run_id = job.dispatcher.run_id
         exc.completed = completed_calls(job.dispatcher)
@@ -92,39 +90,31 @@ async def run_script(pool: SandboxPool, checks: CheckCache, job: ScriptRun, prin
         raise
 
 
-async def _run(pool: SandboxPool, checks: CheckCache, job: ScriptRun, printed: PrintCapture) -> Any:
+async def _run(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: PrintCapture) -> Any:
     if job.restore is not None:
         return await _run_restored(pool, job, job.restore, printed)
-    key = checks.key(job.stubs, job.code)
-    known = await checks.claim(key) if job.type_check else None
-    if known is not None and not known.ok:
-        raise type_error(known.errors, known.diagnostics)
-    needs_check = job.type_check and known is None
-    async with pool.session(stubs=job.stubs if needs_check else None, print_callback=printed) as session:
+    if job.type_check:
+        await check_or_raise(checker, job)
+    async with pool.session(stubs=None, print_callback=printed) as session:
         loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
         try:
-            try:
-                with check_span(needs_check) as span:
-                    first = await session.feed_start(
-                        job.code, inputs=job.inputs, print_callback=printed, skip_type_check=not needs_check
-                    )
-            except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
-                report = failed_report(clean_traceback(exc.display()))
-                if span is not None:
-                    span.set_attribute('harness.errors', len(report.diagnostics) or 1)
-                    span.set_status(Status(StatusCode.ERROR, 'type check failed'))
-                if needs_check:
-                    checks.settle(key, report)
-                raise type_error(report.errors, report.diagnostics) from None
-            except BaseException:
-                if needs_check:
-                    checks.settle(key, None)
-                raise
-            if needs_check:
-                checks.settle(key, CheckReport(ok=True))
+            first = await session.feed_start(job.code, inputs=job.inputs, print_callback=printed)
             return await loop.run(first)
         except BaseException as exc:
             raise translate(exc, job.dispatcher) from None
+
+
+async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
+    """The `check` span: nothing runs unless the script type-checks against the stubs."""
+    with TRACER.start_as_current_span('check', attributes={'harness.errors': 0}) as span:
+        try:
+            report = await checker.check(job.stubs, job.code)
+        except monty.MontyError as exc:
+            raise SandboxCrashed(f'The type checker failed internally ({type(exc).__name__}); retry.') from None
+        if not report.ok:
+            span.set_attribute('harness.errors', len(report.diagnostics) or 1)
+            span.set_status(Status(StatusCode.ERROR, 'type check failed'))
+            raise type_error(report.errors, report.diagnostics)
 
 
 async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint, printed: PrintCapture) -> Any:
@@ -138,16 +128,6 @@ async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint
             return await loop.run(first)
         except BaseException as exc:
             raise translate(exc, job.dispatcher) from None
-
-
-@contextmanager
-def check_span(checking: bool) -> Generator[Span | None]:
-    """A `check` span around the feed that type-checks (the feed also runs up to the first pause)."""
-    if not checking:
-        yield None
-        return
-    with TRACER.start_as_current_span('check', attributes={'harness.errors': 0}) as span:
-        yield span
 
 
 def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:

@@ -124,6 +124,22 @@ class SandboxPool:
                 await session.feed_run(HELPERS_SOURCE, skip_type_check=True, print_callback=print_callback)
             yield session
 
+    def checker(self, stubs: str) -> Any:
+        """A (not yet entered) checkout for a session that only type-checks scripts."""
+        if self._pool is None:
+            raise RuntimeError('the sandbox pool is not open')
+        return self._pool.checkout(
+            script_name=SCRIPT_NAME,
+            limits=self.limits.as_monty_limits(),
+            type_check=True,
+            type_check_stubs=stubs,
+            type_check_format='concise',
+            os_policy=OS_POLICY,
+        )
+
+    async def ensure_open(self) -> None:
+        await self._ensure()
+
     async def aclose(self) -> None:
         pool, self._pool = self._pool, None
         with self._lock:

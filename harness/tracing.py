@@ -255,8 +255,11 @@ def _logfire_is_configured() -> bool:
 
 
 def _add_recorder(provider: object) -> None:
+    # Once per provider: added twice, RECORDER would store every span carrying `harness.run_id` twice.
+    inner = getattr(provider, 'provider', provider)  # logfire wraps the SDK provider
+    processors = getattr(getattr(inner, '_active_span_processor', None), '_span_processors', ())
     add = getattr(provider, 'add_span_processor', None)
-    if callable(add):
+    if callable(add) and RECORDER not in processors:
         add(RECORDER)
 
 
