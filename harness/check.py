@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import re
 import textwrap
@@ -214,21 +215,22 @@ class _Session:
 
     def __init__(self, checkout: Any) -> None:
         self.checkout = checkout
-        self.session: monty.AsyncMontySession = None  # type: ignore[assignment]
+        self._session: monty.AsyncMontySession | None = None
         self.uses = 0
 
+    @property
+    def session(self) -> monty.AsyncMontySession:
+        assert self._session is not None, 'open() the checking session first'
+        return self._session
+
     async def open(self) -> None:
-        self.session = await self.checkout.__aenter__()
+        self._session = await self.checkout.__aenter__()
 
     async def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a crashed worker is already gone; the pool replaces it
             await self.checkout.__aexit__(None, None, None)
-        except Exception:
-            pass  # a crashed worker is already gone; the pool replaces it
 
 
 def _close_later(session: _Session) -> None:
-    try:
+    with contextlib.suppress(RuntimeError):  # no running loop: the pool's shutdown reclaims it
         asyncio.get_running_loop().create_task(session.close())
-    except RuntimeError:
-        pass

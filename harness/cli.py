@@ -44,7 +44,7 @@ ModelOpt = Annotated[str | None, typer.Option('--model', help='A pydantic-ai mod
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f'[red]error:[/red] {escape(message)}')
+    err.print(f'[red]error:[/red] {escape(message)}', soft_wrap=True)  # unwrapped: one line stays one line
     return typer.Exit(code)
 
 
@@ -113,7 +113,7 @@ def exec_(
     except WorkflowError as exc:
         if exc.printed and not as_json:
             console.print(escape(exc.printed), end='')
-        raise fail(exc.message) from None
+        raise fail(exc.message.replace('workflow.py', str(script))) from None
     finally:
         h.close()
     if as_json:
@@ -144,7 +144,7 @@ def check(
     if report.ok:
         console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
         return
-    console.print(escape(report.errors.replace('workflow.py', str(script))))
+    console.print(escape(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -266,10 +266,11 @@ def runs(
     """Stored runs, newest first."""
     with open_store(store) as db:
         rows = db.list_runs(limit)
-    table = Table(box=None, header_style='bold')
+    # expand + ratio: the prompt column gives way first, so run ids stay whole at 80 columns (and in pipes)
+    table = Table(box=None, header_style='bold', expand=True)
     for column in ('run', 'when', 'status', 'calls', 'duration'):
         table.add_column(column, no_wrap=True)
-    table.add_column('prompt / script', overflow='ellipsis', no_wrap=True)
+    table.add_column('prompt / script', overflow='ellipsis', no_wrap=True, ratio=1)
     for row in rows:
         first = (row.prompt or row.script).strip().splitlines()[0] if (row.prompt or row.script).strip() else ''
         style = STATUS_STYLE.get(row.status, '')

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -240,6 +240,36 @@ class Dispatcher:
         record.status, record.result = 'ok', result
         return {'return_value': result}
 
+    def host_value(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        produce: Callable[[], Any],
+        encode: Callable[[Any], Any],
+        decode: Callable[[Any], Any],
+    ) -> Outcome:
+        """A value of the host's world (the time, entropy) granted to the script, journaled like a call."""
+        record = CallRecord(seq=len(self.calls) + 1, callee=name, arguments=arguments, line=None,
+                            started=time.perf_counter() - self.t0, duration=0.0)
+        history = self.history
+        row = history.rows.get(record.seq) if history is not None else None
+        if row is not None and history is not None and (history.fork_at is None or record.seq < history.fork_at):
+            if row.callee != name:
+                raise ReplayDivergence(
+                    f'call #{record.seq} diverges from the journal: the script now asks the host for {name}, '
+                    f'the recorded run called {describe(row.callee, row.arguments)}.'
+                )
+            value, record.source, record.result = decode(row.result), history.source, row.result
+        elif history is not None and history.mode == 'replay':
+            raise ReplayDivergence(f'call #{record.seq} ({name}) is not in the journal.')
+        else:
+            value = produce()
+            record.result = encode(value)
+        record.status = 'ok'
+        self.add_record(record)
+        self.journal.calls([(record, False)])
+        return {'return_value': value}
+
     # -- the journal and the asynchronous half ----------------------------------------------------
 
     def launch(self) -> int:
@@ -247,7 +277,7 @@ class Dispatcher:
         staged, self.staged = self.staged, []
         answered, self.answered = self.answered, []
         self.journal.calls(
-            [(r, self.callees[r.callee].side_effect) for r in answered]
+            [(r, r.callee in self.callees and self.callees[r.callee].side_effect) for r in answered]
             + [(s.record, s.callee.side_effect) for s in staged]
         )
         for item in staged:

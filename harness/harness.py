@@ -28,6 +28,7 @@ from .context import RunScope
 from .dispatch import Dispatcher, History, NeedsDecision
 from .errors import SandboxCrashed, WorkflowError
 from .events import EventHandler
+from .grants import HostGrants
 from .journal import Journal
 from .register import callee_from_agent, callee_from_function
 from .result import WorkflowResult
@@ -75,6 +76,8 @@ class Harness:
         reuse_results: bool = True,
         tracing: bool = True,
         trace_values: bool = True,
+        grant_clock: bool = False,
+        grant_randomness: bool = False,
         on_event: EventHandler | None = None,
     ) -> None:
         if max_agent_calls < 1:
@@ -98,6 +101,8 @@ class Harness:
         self.max_retries = max_retries
         self.reuse_results = reuse_results
         self.tracing = tracing
+        self.grant_clock = grant_clock
+        self.grant_randomness = grant_randomness
         self.trace_values = trace_values
         self.on_event = on_event
         self._store: RunStore | None = None
@@ -281,6 +286,12 @@ class Harness:
             trace_values=self.trace_values,
         )
 
+    def grants(self, dispatcher: Dispatcher) -> HostGrants | None:
+        """The OS requests this Harness answers (journaled), or None: all refused."""
+        if not (self.grant_clock or self.grant_randomness):
+            return None
+        return HostGrants(dispatcher, clock=self.grant_clock, randomness=self.grant_randomness)
+
     async def execute(
         self,
         job: ScriptRun,
@@ -297,6 +308,8 @@ class Harness:
         """
         if self.tracing:
             configure_tracing()
+        if job.os_handler is None:
+            job.os_handler = self.grants(job.dispatcher)
         run_id = job.dispatcher.run_id
         try:
             with attach_traceparent(traceparent), TRACER.start_as_current_span(

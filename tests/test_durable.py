@@ -237,3 +237,17 @@ def test_no_store_means_nothing_to_resume(make_harness):
     assert h.runs() == []
     with pytest.raises(WorkflowError, match='no run store'):
         h.replay_sync(result.run_id)
+
+
+def test_granted_clock_and_randomness_are_journaled_and_replayed(make_harness, tmp_path: Path):
+    code = 'import time\nimport random\nt = time.time()\nr = random.random()\n[t, r]'
+    refused = make_harness(store=str(tmp_path / 'a.db'))
+    with pytest.raises(WorkflowError, match='not available in a workflow script'):
+        refused.run_sync(code)
+    h = make_harness(store=str(tmp_path / 'b.db'), grant_clock=True, grant_randomness=True)
+    first = h.run_sync(code)
+    assert [c.callee for c in first.calls] == ['os:time.time', 'os:os.urandom']
+    time.sleep(0.05)
+    again = h.replay_sync(first.run_id)
+    assert again.value == first.value  # the same clock reading and the same random draw
+    assert {c.source for c in again.calls} == {'replayed'}
