@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, ReplayDivergence, SnapshotError, WorkflowError
+from harness import ReplayDivergence, SnapshotError, WorkflowError
 from harness.store import RunStore
 
 WORKER = Path(__file__).with_name('crash_worker.py')
@@ -67,13 +67,13 @@ def crash_all(tmp_path: Path) -> list[tuple[Path, Path, str]]:
             markers.mkdir()
             procs.append((store, markers, KILL_DELAYS[k], worker('run', str(store), str(markers))))
         firsts = []
-        for store, markers, delay, proc in procs:
+        for store, markers, _delay, proc in procs:
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.startswith('run '), line
             firsts.append(time.monotonic())
             killed.append((store, markers, line.split()[1]))
-        for (_, _, delay, proc), first in sorted(zip(procs, firsts), key=lambda pf: pf[1] + pf[0][2]):
+        for (_, _, delay, proc), first in sorted(zip(procs, firsts, strict=True), key=lambda pf: pf[1] + pf[0][2]):
             time.sleep(max(0.0, first + delay - time.monotonic()))
             proc.send_signal(signal.SIGKILL)
         for *_, proc in procs:
@@ -88,14 +88,14 @@ def test_sigkill_at_twenty_moments_then_resume_in_a_new_process(tmp_path: Path):
     for store, _, run_id in killed:
         with RunStore(store) as db:
             journaled[run_id] = {r.seq for r in db.calls(run_id) if r.status in ('ok', 'error')}
-    outcomes = dict(zip([k[2] for k in killed], finish(*killed)))
+    outcomes = dict(zip([k[2] for k in killed], finish(*killed), strict=True))
     undecided = [k for k in killed if outcomes[k[2]].get('error') == 'NeedsDecision']
     for _, markers, run_id in undecided:
         # Killed while the side-effecting call was in flight: never re-run without permission.
         assert markers_by_call(markers)['charge'] == 1
         assert '--retry-unknown' in outcomes[run_id]['message']
     if undecided:
-        outcomes.update(zip([k[2] for k in undecided], finish(*undecided, mode='resume-retry')))
+        outcomes.update(zip([k[2] for k in undecided], finish(*undecided, mode="resume-retry"), strict=True))
     for store, markers, run_id in killed:
         assert outcomes[run_id] == {'value': EXPECTED, 'run_id': run_id}
         with RunStore(store) as db:
