@@ -1,0 +1,529 @@
+"""Issue 5, done when: one trace per orchestrator run, the same tree offline, over OTLP, across a crash.
+
+1. In process, with logfire's `capfire`: orchestrator agent run -> run_workflow tool -> `run_workflow
+   {run_id}` -> `check`, three overlapping `call reviewer` spans (each holding the reviewer agent's own
+   pydantic-ai spans) and one `call summarizer`, all in one trace; the run store holds the same tree.
+2. In a fresh process configured only by `OTEL_EXPORTER_OTLP_ENDPOINT`: the same tree arrives as
+   OTLP/HTTP protobuf on a real socket.
+3. A run SIGKILLed mid-way and resumed in another fresh process stays in its original trace.
+4. With no token and no endpoint nothing leaves the machine, and `harness trace RUN` prints the tree.
+
+The subprocesses (the slowest part: each imports pydantic-ai) start together in the `workers`
+fixture and run while the tests wait on them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from logfire.testing import CaptureLogfire
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from rich.console import Console
+
+from harness import Harness
+from harness.store import RunStore
+from harness.trace_view import render_tree
+from harness.tracing import install_recorder
+
+WORKER = Path(__file__).with_name('trace_worker.py')
+sys.path.insert(0, str(WORKER.parent))
+from trace_worker import FANOUT, SLOW_VALUE  # noqa: E402
+
+Tree = tuple[str, tuple['Tree', ...]]
+"""A span as (name, children), children in start order: an exact, id-free picture of a trace."""
+
+def agent_run(agent: str) -> Tree:
+    return (f'invoke_agent {agent}', (('chat test', ()),))
+
+
+def run_tree(run_id: str) -> Tree:
+    """The tree of the fan-out workflow, from its `run_workflow` span down."""
+    return (
+        f'run_workflow {run_id}',
+        (
+            ('check', ()),
+            ('call reviewer', (agent_run('reviewer'),)),
+            ('call reviewer', (agent_run('reviewer'),)),
+            ('call reviewer', (agent_run('reviewer'),)),
+            ('call summarizer', (agent_run('summarizer'),)),
+        ),
+    )
+
+
+@dataclass
+class Span:
+    """One span, from whichever source (SDK span, stored dict, OTLP protobuf), ids as hex."""
+
+    name: str
+    span_id: str
+    parent_id: str | None
+    trace_id: str
+    start: float
+    end: float
+    attributes: dict[str, Any] = field(default_factory=dict)
+    resource: dict[str, Any] = field(default_factory=dict)
+
+
+def tree_of(spans: list[Span], root: Span) -> Tree:
+    children = sorted((s for s in spans if s.parent_id == root.span_id), key=lambda s: (s.start, s.end))
+    return (root.name, tuple(tree_of(spans, c) for c in children))
+
+
+def only(spans: list[Span], name: str) -> Span:
+    [found] = [s for s in spans if s.name == name]
+    return found
+
+
+def children(spans: list[Span], parent: Span, name: str) -> list[Span]:
+    return [s for s in spans if s.parent_id == parent.span_id and s.name == name]
+
+
+def assert_parallel_then_summary(spans: list[Span], run: Span) -> None:
+    """The three reviewer calls overlap in time; the summarizer starts after all of them ended."""
+    reviews = children(spans, run, 'call reviewer')
+    [summary] = children(spans, run, 'call summarizer')
+    assert len(reviews) == 3
+    assert max(r.start for r in reviews) < min(r.end for r in reviews), 'the reviewer calls did not overlap'
+    assert summary.start >= max(r.end for r in reviews)
+    assert sorted(r.attributes['harness.seq'] for r in reviews) == [1, 2, 3]
+    assert summary.attributes['harness.seq'] == 4
+
+
+def from_stored(spans: list[dict[str, Any]]) -> list[Span]:
+    return [
+        Span(s['name'], s['span_id'], s['parent_span_id'], s['trace_id'], s['start'], s['end'], s['attributes'])
+        for s in spans
+    ]
+
+
+# -- an OTLP/HTTP receiver on a real socket -------------------------------------------------------------------
+
+
+class Receiver:
+    """Accepts OTLP/HTTP POSTs on 127.0.0.1; keeps the decoded spans of every `/v1/traces` request."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.paths: list[str] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get('Content-Length') or 0))
+                if self.headers.get('Content-Encoding') == 'gzip':
+                    body = gzip.decompress(body)
+                receiver.accept(self.path, body)
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/x-protobuf')
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.endpoint = f'http://127.0.0.1:{self.server.server_port}'
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def accept(self, path: str, body: bytes) -> None:
+        spans = []
+        if path == '/v1/traces':
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for resource_spans in request.resource_spans:
+                resource = {a.key: plain(a.value) for a in resource_spans.resource.attributes}
+                for scope_spans in resource_spans.scope_spans:
+                    for s in scope_spans.spans:
+                        attributes = {a.key: plain(a.value) for a in s.attributes}
+                        if attributes.get('logfire.span_type') == 'pending_span':
+                            continue
+                        spans.append(Span(
+                            name=s.name,
+                            span_id=s.span_id.hex(),
+                            parent_id=s.parent_span_id.hex() or None,
+                            trace_id=s.trace_id.hex(),
+                            start=s.start_time_unix_nano / 1e9,
+                            end=s.end_time_unix_nano / 1e9,
+                            attributes=attributes,
+                            resource=resource,
+                        ))
+        with self.lock:
+            self.paths.append(path)
+            self.spans.extend(spans)
+
+    def from_pid(self, pid: int) -> list[Span]:
+        with self.lock:
+            return [s for s in self.spans if s.resource.get('process.pid') == pid]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def plain(value: AnyValue) -> Any:
+    kind = value.WhichOneof('value')
+    if kind == 'array_value':
+        return [plain(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+# -- the subprocesses --------------------------------------------------------------------------------------
+
+
+PYCACHE: list[str] = []
+"""A bytecode cache shared by the subprocesses (set by `workers`): importing pydantic-ai from source
+costs seconds of CPU per process, and this environment may forbid writing bytecode next to it."""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any tracing setup, token or model key (so the CLI runs offline)."""
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(('LOGFIRE_', 'OTEL_', 'HARNESS_')) and not k.endswith('_API_KEY')
+        and k != 'PYTHONDONTWRITEBYTECODE'
+    }
+    if PYCACHE:
+        env['PYTHONPYCACHEPREFIX'] = PYCACHE[-1]
+    return {**env, 'PYTHONUNBUFFERED': '1', 'COLUMNS': '200', **extra}
+
+
+def harness_cli() -> str:
+    found = shutil.which('harness') or str(Path(sys.executable).parent / 'harness')
+    assert Path(found).exists(), 'the `harness` console script is not installed'
+    return found
+
+
+def worker(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=cwd)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 150) -> str:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f'{proc.args} failed ({proc.returncode}):\n{err[-3000:]}'
+    return out
+
+
+def last_json(out: str) -> dict[str, Any]:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@dataclass
+class Crash:
+    run_id: str
+    killed_pid: int
+    status_after_kill: str
+    resumed: dict[str, Any]
+
+
+def crash_and_resume(receiver: Receiver, store: Path, cwd: Path, started: threading.Event) -> Crash:
+    """Start the slow workflow, SIGKILL it once its first spans reached the receiver, resume it elsewhere.
+
+    `started` is set once the workflow process has imported everything (so the bytecode cache is warm).
+    """
+    env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20')
+    proc = worker('slow', str(store), env=env, cwd=cwd)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        started.set()
+        assert line.startswith('run '), line
+        run_id = line.split()[1]
+        deadline = time.monotonic() + 60
+        while not any(s.name == 'call slow' for s in receiver.from_pid(proc.pid)):
+            assert time.monotonic() < deadline, 'no span of the original run reached the receiver'
+            assert proc.poll() is None, 'the slow workflow ended before it could be killed'
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with RunStore(str(store)) as db:
+        row = db.get_run(run_id)
+        assert row is not None
+        status = row.status
+    resumed = last_json(finish(worker('resume', str(store), run_id, env=env, cwd=cwd)))
+    return Crash(run_id, proc.pid, status, resumed)
+
+
+def exec_then_trace(script: Path, store: Path, workspace: Path) -> tuple[str, str]:
+    """`harness exec SCRIPT`, then `harness trace RUN`: the run id and what `trace` printed."""
+    cli, env = harness_cli(), clean_env()
+    run = subprocess.Popen([cli, 'exec', str(script), '--json', '--store', str(store), '--root', str(workspace)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
+    run_id = last_json(finish(run))['run_id']
+    trace = subprocess.Popen([cli, 'trace', run_id, '--store', str(store)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
+    return run_id, finish(trace)
+
+
+@dataclass
+class Workers:
+    otlp_store: Path
+    otlp: subprocess.Popen[str]
+    offline_store: Path
+    offline: subprocess.Popen[str]
+    cli_store: Path
+    cli: Future[tuple[str, str]]
+    crash_store: Path
+    crash: Future[Crash]
+
+
+CLI_SCRIPT = '''\
+import asyncio
+source = await read_file(path="a.py")
+reviews = await asyncio.gather(
+    reviewer(path="a.py", source=source), reviewer(path="a.py", source=source, focus="bugs")
+)
+await summarizer(task=str(reviews))
+'''
+
+
+@pytest.fixture(scope='module')
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope='module')
+def workers(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Workers]:
+    """Start the subprocesses (the crash chain first, then the others together); each test waits for its own."""
+    tmp = tmp_path_factory.mktemp('tracing')  # no .logfire credentials file in here
+    workspace = tmp / 'ws'
+    workspace.mkdir()
+    (workspace / 'a.py').write_text('def double(x):\n    return x * 2\n')
+    (tmp / 'flow.py').write_text(CLI_SCRIPT)
+    PYCACHE.append(str(tmp / 'pycache'))
+    pool = ThreadPoolExecutor(max_workers=2)
+    started = threading.Event()
+    crash = pool.submit(crash_and_resume, receiver, tmp / 'crash.db', tmp, started)
+    started.wait(timeout=90)  # the others start once the first process has filled the bytecode cache
+    w = Workers(
+        otlp_store=tmp / 'otlp.db',
+        otlp=worker('fanout', str(tmp / 'otlp.db'), env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint),
+                    cwd=tmp),
+        offline_store=tmp / 'offline.db',
+        offline=worker('offline', str(tmp / 'offline.db'), env=clean_env(), cwd=tmp),
+        cli_store=tmp / 'cli.db',
+        cli=pool.submit(exec_then_trace, tmp / 'flow.py', tmp / 'cli.db', workspace),
+        crash_store=tmp / 'crash.db',
+        crash=crash,
+    )
+    yield w
+    for proc in (w.otlp, w.offline):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    pool.shutdown(wait=True)
+    PYCACHE.clear()
+
+
+# -- 1. in process, with capfire ------------------------------------------------------------------------------
+
+
+def orchestrator_model(script: str) -> FunctionModel:
+    """Sends one run_workflow script, then answers with what the tool returned."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
+        return ModelResponse(parts=[TextPart(f'done: {messages[-1].parts[-1].content}')])  # type: ignore[union-attr]
+
+    return FunctionModel(respond)
+
+
+def test_one_trace_from_orchestrator_to_sub_agents_with_capfire(capfire: CaptureLogfire, tmp_path: Path) -> None:
+    install_recorder()  # capfire replaced logfire's provider: put the offline recorder on the new one
+    Agent.instrument_all()
+    h = Harness(store=str(tmp_path / 'runs.db'))
+    try:
+        h.add_agent(Agent(TestModel(custom_output_text='looks fine'), name='reviewer'))
+        h.add_agent(Agent(TestModel(custom_output_text='all three look fine'), name='summarizer'))
+        result = h.orchestrator(orchestrator_model(FANOUT)).run_sync('review a.py, b.py and c.py')
+        assert result.output == 'done: all three look fine'
+        [run] = h.runs()
+        stored = h.store.spans(run.run_id)  # type: ignore[union-attr]
+    finally:
+        h.close()
+
+    spans = [
+        Span(
+            name=s.name,
+            span_id=format(s.context.span_id, '016x'),
+            parent_id=format(s.parent.span_id, '016x') if s.parent else None,
+            trace_id=format(s.context.trace_id, '032x'),
+            start=(s.start_time or 0) / 1e9,
+            end=(s.end_time or 0) / 1e9,
+            attributes=dict(s.attributes or {}),
+        )
+        for s in capfire.exporter.exported_spans
+        if (s.attributes or {}).get('logfire.span_type') != 'pending_span'
+    ]
+    [root] = [s for s in spans if s.parent_id is None]
+    assert tree_of(spans, root) == (
+        'invoke_agent orchestrator',
+        (
+            ('chat function:respond:', ()),
+            ('execute_tool run_workflow', (run_tree(run.run_id),)),
+            ('chat function:respond:', ()),
+        ),
+    )
+    assert {s.trace_id for s in spans} == {root.trace_id}, 'not one trace'
+    workflow = only(spans, f'run_workflow {run.run_id}')
+    assert workflow.attributes['harness.mode'] == 'run'
+    assert workflow.attributes['harness.status'] == 'completed'
+    assert_parallel_then_summary(spans, workflow)
+    for call in children(spans, workflow, 'call reviewer'):
+        assert call.attributes['harness.callee'] == 'reviewer'
+        assert call.attributes['harness.run_id'] == run.run_id
+        assert call.attributes['harness.status'] == 'ok'
+        [agent_span] = children(spans, call, 'invoke_agent reviewer')
+        assert agent_span.attributes['gen_ai.agent.name'] == 'reviewer'
+
+    # The run store holds the same spans (ids, parents, trace), from `run_workflow` down, each once.
+    offline = from_stored(stored)
+    assert len(offline) == len({s.span_id for s in offline}) == 14
+    assert tree_of(offline, only(offline, workflow.name)) == run_tree(run.run_id)
+    subtree_ids = set()
+    pending = [workflow.span_id]
+    while pending:
+        current = pending.pop()
+        subtree_ids.add(current)
+        pending.extend(s.span_id for s in spans if s.parent_id == current)
+    assert {(s.span_id, s.parent_id, s.trace_id, s.name) for s in offline} == {
+        (s.span_id, s.parent_id, s.trace_id, s.name) for s in spans if s.span_id in subtree_ids
+    }
+    assert run.trace_context is not None and root.trace_id in run.trace_context
+    text = rendered(stored)
+    for name in (f'run_workflow {run.run_id}', 'check', 'call reviewer', 'invoke_agent reviewer', 'chat test',
+                 'call summarizer', 'invoke_agent summarizer'):
+        assert name in text
+
+
+def rendered(stored: list[dict[str, Any]], width: int = 200) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
+    console.print(render_tree(stored))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+# -- 2. over a real socket, as OTLP/HTTP protobuf ---------------------------------------------------------------
+
+
+def test_otlp_endpoint_receives_the_same_tree(workers: Workers, receiver: Receiver) -> None:
+    run_id = last_json(finish(workers.otlp))['run_id']
+    spans = receiver.from_pid(workers.otlp.pid)
+    assert '/v1/traces' in receiver.paths
+    workflow = only(spans, f'run_workflow {run_id}')
+    assert workflow.parent_id is None
+    trace = [s for s in spans if s.trace_id == workflow.trace_id]
+    assert tree_of(trace, workflow) == run_tree(run_id)
+    assert workflow.attributes['harness.run_id'] == run_id
+    assert_parallel_then_summary(trace, workflow)
+    for call in children(trace, workflow, 'call reviewer') + children(trace, workflow, 'call summarizer'):
+        assert call.attributes['harness.run_id'] == run_id
+        assert call.attributes['harness.status'] == 'ok'
+    # What arrived is what the worker stored for the offline view: same ids, parents and trace.
+    with RunStore(str(workers.otlp_store)) as db:
+        stored = from_stored(db.spans(run_id))
+    assert {(s.name, s.span_id, s.parent_id, s.trace_id) for s in stored} == {
+        (s.name, s.span_id, s.parent_id, s.trace_id) for s in trace
+    }
+
+
+# -- 3. resumed after SIGKILL, in the same trace -----------------------------------------------------------
+
+
+def test_resumed_run_continues_the_original_trace(workers: Workers, receiver: Receiver) -> None:
+    crash = workers.crash.result(timeout=200)
+    assert crash.status_after_kill != 'completed', 'the kill came after the run ended'
+    assert crash.resumed == {'run_id': crash.run_id, 'value': SLOW_VALUE}
+    with RunStore(str(workers.crash_store)) as db:
+        row = db.get_run(crash.run_id)
+        stored = from_stored(db.spans(crash.run_id))
+    assert row is not None and row.status == 'completed'
+    assert row.trace_context is not None
+    match = re.fullmatch(r'00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}', row.trace_context)
+    assert match, row.trace_context
+    trace_id, original_run_span = match.groups()
+
+    # The original part, as the killed process exported it before it died: the check and some calls.
+    original = [s for s in receiver.from_pid(crash.killed_pid) if s.attributes.get('harness.run_id') == crash.run_id
+                or s.name == 'check']
+    assert any(s.name == 'call slow' for s in original)
+    assert {s.trace_id for s in original} == {trace_id}
+    assert {s.parent_id for s in original} == {original_run_span}
+    assert not any(s.name.startswith('run_workflow') for s in original), 'the original run span never ended'
+
+    # The resumed part, as the resuming process stored it: the same trace, under the original run span.
+    assert stored, 'the resumed run stored no spans'
+    assert {s.trace_id for s in stored} == {trace_id}
+    resumed = only(stored, f'run_workflow {crash.run_id}')
+    assert resumed.attributes['harness.mode'] == 'resume'
+    assert resumed.parent_id == original_run_span
+    assert resumed.span_id != original_run_span
+    calls = [s for s in stored if s.name == 'call slow']
+    assert calls and all(c.parent_id == resumed.span_id for c in calls)
+    assert any(c.attributes['harness.source'] == 'live' for c in calls)
+    assert max(c.attributes['harness.seq'] for c in calls) == 24
+
+    # Both processes' spans of this run, over OTLP, are in that one trace too.
+    exported = [s for s in receiver.spans if s.attributes.get('harness.run_id') == crash.run_id]
+    assert {s.resource.get('process.pid') for s in exported} >= {crash.killed_pid}
+    assert {s.trace_id for s in exported} == {trace_id}
+
+
+# -- 4. offline: nothing sent, and `harness trace` shows the tree -----------------------------------------
+
+
+def test_without_token_or_endpoint_nothing_is_sent(workers: Workers) -> None:
+    report = last_json(finish(workers.offline))
+    assert report['mode'] == 'logfire'
+    assert report['exporters'] == []
+    assert report['connections'] == []
+    with RunStore(str(workers.offline_store)) as db:
+        stored = from_stored(db.spans(report['run_id']))
+    assert tree_of(stored, only(stored, f'run_workflow {report["run_id"]}')) == run_tree(report['run_id'])
+
+
+def test_harness_trace_prints_the_run_tree(workers: Workers) -> None:
+    run_id, out = workers.cli.result(timeout=200)
+    with RunStore(str(workers.cli_store)) as db:
+        stored = db.spans(run_id)
+    spans = from_stored(stored)
+    workflow = only(spans, f'run_workflow {run_id}')
+    assert [s.name for s in spans if s.parent_id == workflow.span_id] == [
+        'check', 'call read_file', 'call reviewer', 'call reviewer', 'call summarizer'
+    ]
+    lines = out.rstrip('\n').splitlines()
+    assert len(lines) == len(spans)
+    assert lines[0].startswith(f'run_workflow {run_id}')
+    assert out == rendered(stored)
+    for span in spans:
+        assert span.name in out
