@@ -1,0 +1,214 @@
+"""A support desk: check entitlement, then refund, for every open ticket at once.
+
+    python examples/support_desk.py                # offline demo: a scripted planner sends WORKFLOW
+    HARNESS_MODEL=openai:gpt-4.1-mini python examples/support_desk.py   # a real model writes its own
+
+Three host tools over an in-memory ticket table: `open_tickets`, `check_entitlement` and the
+side-effecting `issue_refund`. The workflow resolves every ticket concurrently and enforces the
+refund policy itself: `issue_refund` only after `check_entitlement` for the same ticket, never above
+its `max_refund`. `issue_refund` is idempotent: it reads the call's `CallContext` (injected by the
+harness, hidden from the script) and pays at most once per idempotency key, so resuming a run that
+crashed mid-refund cannot pay twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+from pydantic import BaseModel, Field
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from rich.console import Console
+
+from harness import CallContext, Harness
+from harness.live import LiveCalls
+from harness.models import choose_model
+
+# -- the desk: an in-memory ticket table and three host tools ----------------------------------------
+
+REFUND_WINDOW_DAYS = 30
+REFUND_LIMIT = 100  # dollars per ticket without a manager
+
+
+class Ticket(BaseModel):
+    """An open support ticket asking for money back."""
+
+    id: str
+    customer: str
+    summary: str
+    requested: int = Field(description='Dollars the customer asks for.')
+
+
+class Entitlement(BaseModel):
+    """Whether a ticket may be refunded, and up to how much."""
+
+    eligible: bool
+    max_refund: int = Field(description='Dollars; 0 when not eligible.')
+    reason: str
+
+
+# ticket id -> (customer, summary, requested, paid, days since purchase)
+TICKETS: dict[str, tuple[str, str, int, int, int]] = {
+    'T-1001': ('Ada', 'Charged twice for the March invoice', 49, 98, 3),
+    'T-1002': ('Grace', 'Cancelled the annual plan after a week', 240, 240, 8),
+    'T-1003': ('Linus', "Wants last year's plan refunded", 120, 120, 400),
+    'T-1004': ('Barbara', 'Add-on never activated', 30, 30, 12),
+}
+REFUNDED: dict[str, int] = {'T-1004': 30}  # ticket id -> dollars refunded so far (T-1004 was refunded by phone)
+RECEIPTS: dict[str, str] = {}  # idempotency key -> receipt of the refund made under it
+_lock = threading.Lock()  # sync tools run in worker threads, concurrently
+
+
+def open_tickets() -> list[Ticket]:
+    """The open refund tickets, oldest first."""
+    return [Ticket(id=tid, customer=c, summary=s, requested=r) for tid, (c, s, r, _, _) in TICKETS.items()]
+
+
+def check_entitlement(*, ticket_id: str) -> Entitlement:
+    """Whether the ticket may be refunded and the most that may be refunded on it (in dollars).
+
+    Refunds are allowed within 30 days of purchase, up to what was paid and not yet refunded, and at
+    most $100 per ticket.
+    """
+    if ticket_id not in TICKETS:
+        raise ValueError(f'no ticket {ticket_id!r}')
+    _, _, _, paid, days = TICKETS[ticket_id]
+    left = paid - REFUNDED.get(ticket_id, 0)
+    if days > REFUND_WINDOW_DAYS:
+        return Entitlement(eligible=False, max_refund=0, reason=f'purchased {days} days ago (limit 30)')
+    if left <= 0:
+        return Entitlement(eligible=False, max_refund=0, reason='already refunded in full')
+    return Entitlement(eligible=True, max_refund=min(left, REFUND_LIMIT), reason=f'${left} refundable')
+
+
+def issue_refund(*, ticket_id: str, amount: int, ctx: CallContext) -> str:
+    """Refund `amount` dollars on a ticket and return the receipt.
+
+    Only after check_entitlement said the ticket is eligible, and never more than its max_refund.
+    """
+    with _lock:
+        if ctx.idempotency_key in RECEIPTS:  # this very call already paid (a resumed run): don't pay again
+            return RECEIPTS[ctx.idempotency_key]
+        # Defence in depth: the host re-checks, whoever wrote the script.
+        entitlement = check_entitlement(ticket_id=ticket_id)
+        if not entitlement.eligible or not 0 < amount <= entitlement.max_refund:
+            raise ValueError(f'refund of ${amount} on {ticket_id} refused: {entitlement.reason}')
+        REFUNDED[ticket_id] = REFUNDED.get(ticket_id, 0) + amount
+        receipt = f'R-{len(RECEIPTS) + 1:03d}: ${amount} to {TICKETS[ticket_id][0]} for {ticket_id}'
+        RECEIPTS[ctx.idempotency_key] = receipt
+        return receipt
+
+
+def register_desk(h: Harness) -> None:
+    """Register the desk's tools, as if each were decorated with `@h.tool(...)`.
+
+    `side_effect=True`: a resume never re-runs an `issue_refund` that was in flight at a crash unless
+    told to. `expose_errors=True`: the script sees the tools' error messages (they hold no secrets).
+    """
+    h.tool(expose_errors=True)(open_tickets)
+    h.tool(expose_errors=True)(check_entitlement)
+    h.tool(side_effect=True, expose_errors=True)(issue_refund)
+
+
+# -- the workflow ----------------------------------------------------------------------------------
+
+PROMPT = (
+    'Work through the open refund tickets. For each one, check the entitlement first and refund only '
+    'if eligible, at most its max_refund (and no more than the customer asked for). Tell me what each '
+    'ticket got and the total refunded.'
+)
+
+# The centrepiece: the script the orchestrator's model sends to `run_workflow`, type-checked against
+# the catalog and run in the Monty sandbox.
+WORKFLOW = '''\
+import asyncio
+
+entitled = {}  # ticket id -> max_refund, written only when check_entitlement said yes
+
+
+async def refund(ticket_id: str, amount: int) -> str:
+    # The policy, enforced by the script: issue_refund only after check_entitlement approved the same
+    # ticket, and never above its max_refund. (A later version of the harness will enforce this
+    # ordering itself, as a declared policy on issue_refund.)
+    if ticket_id not in entitled:
+        raise ValueError(f"refusing to refund {ticket_id}: check_entitlement has not approved it")
+    return await issue_refund(ticket_id=ticket_id, amount=min(amount, entitled[ticket_id]))
+
+
+async def resolve(ticket: Ticket) -> dict:
+    entitlement = await check_entitlement(ticket_id=ticket["id"])
+    if not entitlement["eligible"]:
+        return {"ticket": ticket["id"], "refunded": 0, "note": entitlement["reason"]}
+    entitled[ticket["id"]] = entitlement["max_refund"]
+    amount = min(ticket["requested"], entitlement["max_refund"])
+    receipt = await refund(ticket["id"], amount)
+    return {"ticket": ticket["id"], "refunded": amount, "note": receipt}
+
+
+# Fan out: all tickets at once; within one ticket the two calls stay in order.
+tickets = await open_tickets()
+outcomes = await asyncio.gather(*[resolve(t) for t in tickets])
+{"tickets": outcomes, "total_refunded": sum(o["refunded"] for o in outcomes)}
+'''
+
+
+def report(value: Any) -> str:
+    """The offline planner's answer, written from the script's value."""
+    if not isinstance(value, dict) or 'tickets' not in value:
+        return f'The workflow returned: {value}'
+    lines = [f'{t["ticket"]}: refunded ${t["refunded"]} ({t["note"]})' for t in value['tickets']]
+    return '\n'.join([*lines, f'Total refunded: ${value["total_refunded"]}'])
+
+
+def offline_planner() -> FunctionModel:
+    """Plays the orchestrator's model offline: sends WORKFLOW to `run_workflow`, answers from its value."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, RetryPromptPart):  # the script failed its check or raised
+                return ModelResponse(parts=[TextPart(f'The workflow failed:\n{part.model_response()}')])
+            if isinstance(part, ToolReturnPart):
+                return ModelResponse(parts=[TextPart(report(part.content))])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': WORKFLOW})])
+
+    return FunctionModel(respond, model_name='offline-planner')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description='A support desk with an idempotent refund tool.')
+    parser.add_argument('--store', default='.harness/runs.db', help='run store (default: %(default)s)')
+    args = parser.parse_args()
+
+    console = Console(highlight=False, soft_wrap=True)
+    choice = choose_model()  # HARNESS_MODEL, HARNESS_BASE_URL or a provider key; else the offline demo
+    if choice.demo:
+        console.print('[yellow]Offline demo: no model configured, so a scripted planner sends WORKFLOW '
+                      'to the real engine (set HARNESS_MODEL to use a real model).[/yellow]')
+    else:
+        console.print(f'[dim]model: {choice.label}[/dim]')
+
+    with Harness(store=args.store) as h:
+        register_desk(h)  # no sub-agents needed: the desk is host tools only
+        live = LiveCalls(console)
+        orchestrator = h.orchestrator(offline_planner() if choice.demo else choice.model, on_event=live)
+        result = orchestrator.run_sync(PROMPT)
+
+    console.print()
+    console.print(result.output, markup=False)
+    # The host's own books, whatever the model said:
+    console.print(f'Receipts issued: {"; ".join(sorted(RECEIPTS.values())) or "none"}', markup=False)
+    for run_id in live.run_ids:
+        console.print(f'[dim]run {run_id} (see it with: harness show {run_id} --store {args.store})[/dim]')
+
+
+if __name__ == '__main__':
+    main()
