@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -31,10 +32,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# The CLI owns its output: pydantic-ai's first-run banner would land between prompt and live lines.
+os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-StoreOpt = Annotated[str | None, typer.Option('--store', help='Run store (else $HARNESS_STORE, else .harness/runs.db).')]
+StoreOpt = Annotated[
+    str | None, typer.Option('--store', help='Run store (else $HARNESS_STORE, else .harness/runs.db).')
+]
 AgentsOpt = Annotated[
     list[str] | None,
     typer.Option('--agents', help='Extra sub-agents: module:attr (a Harness, an Agent, or a list of them).'),
@@ -111,9 +116,14 @@ def exec_(
     try:
         result = h.run_sync(code, inputs=inputs or None)
     except WorkflowError as exc:
-        if exc.printed and not as_json:
+        message = exc.message.replace('workflow.py', str(script))
+        if as_json:
+            error = {'error': type(exc).__name__, 'message': message, 'run_id': exc.run_id, 'printed': exc.printed}
+            print(json.dumps(error, default=str))
+            raise typer.Exit(1) from None
+        if exc.printed:
             console.print(escape(exc.printed), end='')
-        raise fail(exc.message.replace('workflow.py', str(script))) from None
+        raise fail(message) from None
     finally:
         h.close()
     if as_json:
@@ -234,10 +244,16 @@ def chat(
 # -- stored runs ----------------------------------------------------------------------------------
 
 
-def open_store(store: str | None) -> RunStore:
+def require_store(store: str | None) -> str:
+    """The store path, or a one-line error if it does not exist (reading a run must not create a store)."""
     path = resolve_store(store)
     if path != ':memory:' and not Path(path).exists():
         raise fail(f'no run store at {path}: run a workflow first, or pass --store / set HARNESS_STORE.')
+    return path
+
+
+def open_store(store: str | None) -> RunStore:
+    path = require_store(store)
     try:
         return RunStore(path)
     except StoreError as exc:
@@ -323,7 +339,9 @@ def show(
 @app.command()
 def trace(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
-    mermaid: Annotated[bool, typer.Option('--mermaid', help='Print a Mermaid flowchart of the path the run took.')] = False,
+    mermaid: Annotated[
+        bool, typer.Option('--mermaid', help='Print a Mermaid flowchart of the path the run took.')
+    ] = False,
     store: StoreOpt = None,
 ) -> None:
     """The run's nested span tree in the terminal (no Logfire account needed)."""
@@ -361,6 +379,7 @@ def replay(
     root: RootOpt = None,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
+    require_store(store)
     h, _ = build_or_exit(store, agents, root)
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq), 'replayed')
 
@@ -368,8 +387,12 @@ def replay(
 @app.command()
 def resume(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
-    retry_unknown: Annotated[bool, typer.Option('--retry-unknown', help='Re-run side-effecting calls whose outcome is unknown.')] = False,
-    answer: Annotated[list[str] | None, typer.Option('--answer', help='SEQ=JSON: the result of an unknown call.')] = None,
+    retry_unknown: Annotated[
+        bool, typer.Option('--retry-unknown', help='Re-run side-effecting calls whose outcome is unknown.')
+    ] = False,
+    answer: Annotated[
+        list[str] | None, typer.Option('--answer', help='SEQ=JSON: the result of an unknown call.')
+    ] = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
@@ -384,6 +407,7 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
+    require_store(store)
     h, _ = build_or_exit(store, agents, root)
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers), 'resumed')
 
@@ -402,6 +426,7 @@ def fork(
         value = json.loads(result)
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
+    require_store(store)
     h, _ = build_or_exit(store, agents, root)
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value), 'forked')
 
@@ -411,7 +436,7 @@ def footer(live: LiveCalls) -> None:
     from .tracing import logfire_link
 
     if not live.run_ids:
-        console.print('[dim]no workflow ran[/dim]')
+        console.print('[dim]no calls were made[/dim]')
         return
     ids = ', '.join(live.run_ids)
     console.print(f'[dim]run {ids} · {live.count} call(s)[/dim]')

@@ -12,7 +12,7 @@ from .values import preview
 class LiveCalls:
     """An `on_event` handler printing each call as it happens."""
 
-    def __init__(self, console: Console, *, width: int = 90) -> None:
+    def __init__(self, console: Console, *, width: int | None = None) -> None:
         self.console = console
         self.width = width
         self.count = 0
@@ -21,14 +21,15 @@ class LiveCalls:
     def __call__(self, event: CallEvent) -> None:
         if event.run_id not in self.run_ids:
             self.run_ids.append(event.run_id)
-        args = escape(preview(event.arguments, 70).strip('{}'))
+        width = self.width or self.console.width
+        args = escape(preview(event.arguments, max(20, width // 2 - 20)).strip('{}'))
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if event.kind == 'started':
             self.count += 1
             self.console.print(f'  [cyan]→[/cyan] #{event.seq} [bold]{event.callee}[/bold]({args}){tag}')
         elif event.kind == 'finished':
             took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
-            result = escape(preview(event.result, self.width - 30))
+            result = escape(preview(event.result, max(20, width - len(event.callee) - 25)))
             self.console.print(f'  [green]✓[/green] #{event.seq} {event.callee} [dim]{took}[/dim] → {result}{tag}')
         else:
             self.console.print(f'  [red]✗[/red] #{event.seq} {event.callee}: {escape(event.error or "failed")}{tag}')
