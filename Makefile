@@ -23,3 +23,4 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py
+	$(VENV)/bin/python benchmarks/extra.py

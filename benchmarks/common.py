@@ -36,29 +36,32 @@ class Scenario:
     distinct: bool = True  # concurrent only: 32 different scripts, or 32 copies of one
     iterations: int = 5  # warm iterations per subprocess, after the cold one; 0: the cold run only
     quick_iterations: int = 2
-    rounds: int = 3  # subprocess pairs (ours, reference) per scenario
-    quick_rounds: int = 2
+    rounds: int = 2  # subprocess pairs (ours, reference) per scenario
+    quick_rounds: int = 1
+    deadline: float | None = None  # seconds a side may spend measuring before it is stopped (None: no limit)
+    quick_deadline: float | None = None
 
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
-        Scenario('bare50', 'baseline: 50 sub-agent runs, no workflow', 'bare', 50, iterations=6,
-                 quick_iterations=3),
-        Scenario('chain1', 'one run_workflow, 1 call', 'chain', 1, iterations=12, quick_iterations=6),
-        Scenario('chain10', 'one run_workflow, 10 calls in sequence', 'chain', 10, iterations=8,
-                 quick_iterations=4),
-        Scenario('chain50', 'one run_workflow, 50 calls in sequence', 'chain', 50, iterations=5,
-                 quick_iterations=3),
-        Scenario('gather500', 'one run_workflow, gather of 500 calls', 'gather', 500, iterations=2,
-                 quick_iterations=1, rounds=2, quick_rounds=1),
-        Scenario('gather10k', 'one run_workflow, gather of 10,000 calls', 'gather', 10_000, iterations=0,
+        Scenario('bare50', 'baseline: 50 sub-agent runs, no workflow', 'bare', 50, iterations=4,
+                 quick_iterations=3, rounds=2, quick_rounds=1),
+        Scenario('chain1', 'one run_workflow, 1 call', 'chain', 1, iterations=10, quick_iterations=5,
+                 rounds=2, quick_rounds=2),
+        Scenario('chain10', 'one run_workflow, 10 calls in sequence', 'chain', 10, iterations=6,
+                 quick_iterations=4, rounds=2, quick_rounds=1),
+        Scenario('chain50', 'one run_workflow, 50 calls in sequence', 'chain', 50, iterations=4,
+                 quick_iterations=3, rounds=2, quick_rounds=1),
+        Scenario('gather500', 'one run_workflow, gather of 500 calls', 'gather', 500, iterations=1,
                  quick_iterations=0, rounds=1, quick_rounds=1),
+        Scenario('gather10k', 'one run_workflow, gather of 10,000 calls', 'gather', 10_000, iterations=0,
+                 quick_iterations=0, rounds=1, quick_rounds=1, deadline=120, quick_deadline=60),
         Scenario('wait32same', '32 workflows at once, each waits 0.2 s (identical scripts)', 'concurrent', 1,
-                 workflows=32, delay=0.2, distinct=False, iterations=4, quick_iterations=3, rounds=2,
+                 workflows=32, delay=0.2, distinct=False, iterations=4, quick_iterations=2, rounds=1,
                  quick_rounds=1),
         Scenario('wait32distinct', '32 workflows at once, each waits 0.2 s (distinct scripts)', 'concurrent',
-                 1, workflows=32, delay=0.2, distinct=True, iterations=4, quick_iterations=3, rounds=2,
+                 1, workflows=32, delay=0.2, distinct=True, iterations=4, quick_iterations=2, rounds=1,
                  quick_rounds=1),
     ]
 }
@@ -108,6 +111,9 @@ def scripts_for(scenario: Scenario, iteration: int) -> list[str]:
 # -- the models ---------------------------------------------------------------------------------
 
 
+ANSWERED = [0]  # sub-agent model calls answered in this process, to report how far a stopped run got
+
+
 def make_sub_agents(delay: float) -> list[Any]:
     """`worker` answers at once; `slow` answers after `delay` seconds. Both output `str`."""
     from pydantic_ai import Agent
@@ -115,10 +121,12 @@ def make_sub_agents(delay: float) -> list[Any]:
     from pydantic_ai.models.function import FunctionModel
 
     def answer(messages: list[Any], info: Any) -> ModelResponse:
+        ANSWERED[0] += 1
         return ModelResponse(parts=[TextPart('done')])
 
     async def answer_later(messages: list[Any], info: Any) -> ModelResponse:
         await asyncio.sleep(delay)
+        ANSWERED[0] += 1
         return ModelResponse(parts=[TextPart('done')])
 
     worker = Agent(FunctionModel(answer), name='worker', description='Does one small task.', output_type=str)
@@ -282,9 +290,12 @@ class Result:
     mode: str  # how the workflow was started on this side
     cold: float | None = None  # seconds, the first iteration in a fresh process (after imports and setup)
     warm: list[float] | None = None  # seconds per warm iteration
+    cpu_cold: float | None = None  # CPU seconds of this process (all threads) in the cold iteration
+    cpu_warm: list[float] | None = None  # the same per warm iteration: less sensitive to a busy machine
     setup: float | None = None  # seconds: imports + building the agents, in this process
     failure: str | None = None
     failed_after: float | None = None  # seconds until the failure
+    stopped: str | None = None  # the deadline ran out: how far the run got
     host_peak_mb: float | None = None  # ru_maxrss of this process
     workers_sum_mb: float | None = None  # sampled peak of the sandbox workers' summed RSS
     worker_peak_mb: float | None = None  # largest single worker's peak RSS (sampled VmHWM)
@@ -302,34 +313,64 @@ async def measure(
     close: Callable[[], Awaitable[None]],
     iterations: int,
     setup_secs: float,
+    deadline: float | None = None,
 ) -> Result:
-    """The cold iteration (which is also the warm-up), then, unless it failed, `iterations` warm ones."""
-    result = Result(side=side, scenario=scenario.name, mode=mode, setup=setup_secs, warm=[])
+    """The cold iteration (which is also the warm-up), then, unless it failed, `iterations` warm ones.
 
-    async def one(iteration: int) -> tuple[float, str | None]:
+    With a `deadline` (seconds from the start of the cold iteration), a watchdog thread reports the result
+    so far, saying how far the running iteration got, and ends the process at once: a thread, because
+    the event loop may be too busy to notice a cancellation in time.
+    """
+    result = Result(side=side, scenario=scenario.name, mode=mode, setup=setup_secs, warm=[], cpu_warm=[])
+    current = {'start': time.perf_counter(), 'answered': 0}
+
+    async def one(iteration: int) -> tuple[float, float, str | None]:
         scripts = scripts_for(scenario, iteration)
         gc.collect()
-        start = time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
+        current.update(start=start, answered=ANSWERED[0])
         answers = await asyncio.gather(*(run_one(code) for code in scripts))
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         failures = [f for f in (check_output(a, scenario) for a in answers) if f]
-        return elapsed, (failures[0] if failures else None)
+        return elapsed, cpu, (failures[0] if failures else None)
 
     with MemorySampler() as memory:
+
+        def stop() -> None:
+            memory.sample()
+            result.stopped = (
+                f'stopped at the {deadline:.0f} s deadline, {time.perf_counter() - current["start"]:.0f} s into '
+                f'iteration {len(result.warm or []) + (result.cold is not None) + 1}; '
+                f'{ANSWERED[0] - current["answered"]:,} sub-agent calls had answered'
+            )
+            report(result, memory)
+            os._exit(0)
+
+        watchdog = threading.Timer(deadline, stop) if deadline else None
+        if watchdog is not None:
+            watchdog.daemon = True
+            watchdog.start()
         try:
-            elapsed, failure = await one(0)
+            elapsed, cpu, failure = await one(0)
             if failure:
                 result.failure, result.failed_after = failure, elapsed
             else:
-                result.cold = elapsed
+                result.cold, result.cpu_cold = elapsed, cpu
                 for i in range(iterations):
-                    elapsed, failure = await one(1 + i)
+                    elapsed, cpu, failure = await one(1 + i)
                     if failure:
                         result.failure, result.failed_after = failure, elapsed
                         break
                     result.warm.append(elapsed)
+                    result.cpu_warm.append(cpu)
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             await close()
+    return fill_memory(result, memory)
+
+
+def fill_memory(result: Result, memory: MemorySampler) -> Result:
     result.host_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result.worker_peak_mb = memory.largest_kb / 1024 or None
     result.workers_sum_mb = memory.peak_sum_kb / 1024
@@ -337,11 +378,21 @@ async def measure(
     return result
 
 
+def report(result: Result, memory: MemorySampler | None = None) -> None:
+    """The one JSON line a side's subprocess prints."""
+    if memory is not None:
+        fill_memory(result, memory)
+    sys.stdout.write(json.dumps(asdict(result)) + '\n')
+    sys.stdout.flush()
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument('scenario', choices=sorted(SCENARIOS))
     parser.add_argument('--iterations', type=int, default=None, help="warm iterations (default: scenario's)")
     parser.add_argument('--quick', action='store_true')
+    parser.add_argument('--deadline', type=float, default=None,
+                        help="seconds before a running iteration is stopped (default: scenario's; 0: none)")
     return parser.parse_args()
 
 
@@ -353,11 +404,13 @@ def main(side: str, setup: Callable[[Scenario], Awaitable[tuple[str, RunOne, Cal
     iterations = args.iterations
     if iterations is None:
         iterations = scenario.quick_iterations if args.quick else scenario.iterations
+    deadline = args.deadline
+    if deadline is None:
+        deadline = scenario.quick_deadline if args.quick else scenario.deadline
 
     async def go() -> Result:
         mode, run_one, close = await setup(scenario)
-        return await measure(side, scenario, mode, run_one, close, iterations, time.perf_counter() - started)
+        return await measure(side, scenario, mode, run_one, close, iterations, time.perf_counter() - started,
+                             deadline or None)
 
-    result = asyncio.run(go())
-    sys.stdout.write(json.dumps(asdict(result)) + '\n')
-    sys.stdout.flush()
+    report(asyncio.run(go()))

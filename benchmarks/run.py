@@ -7,7 +7,8 @@ environment), the reference with `benchmarks/.venv-reference` (created on first 
 the sides alternate, round after round (ours, reference, ours, reference, ...), so background load on the
 machine falls on both. Prints a Markdown table of medians and ratios and writes it to
 `benchmarks/results/latest.md` (raw numbers next to it in `latest.json`). Exits 0 when the reference fails
-a scenario (that is a reported result); exits 1 only when our side fails or crashes.
+a scenario (that is a reported result) or a side is stopped at its deadline (reported too); exits 1 only
+when our side returns a wrong value, fails or crashes.
 """
 
 from __future__ import annotations
@@ -65,13 +66,20 @@ def run_side(side: str, python: Path | str, scenario: Scenario, args: argparse.N
         cmd += ['--iterations', str(args.iterations)]
     if side == 'ours':
         cmd += ['--mode', args.ours_mode]
+    if args.deadline is not None:
+        cmd += ['--deadline', str(args.deadline)]
+    deadline = args.deadline if args.deadline is not None else \
+        scenario.quick_deadline if args.quick else scenario.deadline
+    timeout = max(args.timeout, (deadline or 0) + 180)  # a backstop: the deadline stops a run inside
     env = {**os.environ, 'PYTHONPATH': str(HERE), 'PYTHONDONTWRITEBYTECODE': '1'}
     env.pop('LOGFIRE_TOKEN', None)  # nothing leaves the machine while measuring
+    if side == 'ours' and args.ours_tracing == 'off':
+        env['HARNESS_TRACING'] = 'off'
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {'side': side, 'scenario': scenario.name, 'crash': f'did not finish in {args.timeout:.0f} s'}
+        return {'side': side, 'scenario': scenario.name, 'crash': f'did not finish in {timeout:.0f} s'}
     wall = time.perf_counter() - start
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{')]
     if proc.returncode != 0 or not lines:
@@ -96,6 +104,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     failures = [r for r in ok if r.get('failure')]
     warm = [t for r in ok if not r.get('failure') for t in r.get('warm') or []]
     cold = [r['cold'] for r in ok if r.get('cold') is not None]
+    cpu_warm = [t for r in ok if not r.get('failure') for t in r.get('cpu_warm') or []]
+    cpu_cold = [r['cpu_cold'] for r in ok if r.get('cpu_cold') is not None]
 
     def peak(key: str) -> float | None:
         values = [r[key] for r in ok if r.get(key) is not None]
@@ -106,12 +116,15 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
         'mode': ok[0]['mode'] if ok else None,
         'crash': next((r['crash'] for r in runs if 'crash' in r), None),
         'failure': failures[0]['failure'] if failures else None,
+        'stopped': next((r['stopped'] for r in ok if r.get('stopped')), None),
         'failed_after': med([r['failed_after'] for r in failures if r.get('failed_after') is not None]),
         'warm': med(warm),
         'warm_n': len(warm),
         'warm_spread': (min(warm), max(warm)) if warm else None,
         'cold': med(cold),
         'cold_n': len(cold),
+        'cpu_warm': med(cpu_warm),
+        'cpu_cold': med(cpu_cold),
         'setup': med([r['setup'] for r in ok if r.get('setup') is not None]),
         'host_peak_mb': peak('host_peak_mb'),
         'workers_sum_mb': peak('workers_sum_mb'),
@@ -139,7 +152,9 @@ def fmt_mb(mb: float | None) -> str:
 
 
 def failure_text(summary: dict[str, Any]) -> str | None:
-    """A one-line account of a failure, or None."""
+    """A one-line account of a failure (or of a run stopped at its deadline), or None."""
+    if summary['stopped']:
+        return summary['stopped']
     if summary['crash']:
         return 'crashed: ' + ' '.join(summary['crash'].split())[:200]
     failure = summary['failure']
@@ -154,10 +169,14 @@ def failure_text(summary: dict[str, Any]) -> str | None:
 
 def failure_cell(summary: dict[str, Any]) -> str:
     text = failure_text(summary) or ''
+    if summary['stopped']:
+        return 'stopped'
     return text.split(' (')[0] if text.startswith('stops at') else 'FAILED'
 
 
 def time_cell(summary: dict[str, Any], column: str) -> str:
+    if summary['stopped'] and column == 'cold' and summary['cold'] is None:
+        return '> ' + summary['stopped'].split(' deadline')[0].split('the ')[-1]
     if failure_text(summary):
         if column == 'warm':
             return failure_cell(summary)
@@ -190,9 +209,9 @@ def table(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -> 
 
 def details(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -> str:
     rows = [
-        '| scenario | side | how | warm samples (min–max) | cold samples | imports + setup '
-        '| workers at once × largest MB | result |',
-        '|---|---|---|---|---:|---:|---:|---|',
+        '| scenario | side | how | warm samples (min–max) | cold samples | host CPU warm / cold '
+        '| imports + setup | workers at once × largest MB | result |',
+        '|---|---|---|---|---:|---:|---:|---:|---|',
     ]
     for name in order:
         for side in ('ours', 'reference'):
@@ -201,7 +220,8 @@ def details(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -
                 if s['warm_spread'] else '0'
             workers = f'{s["peak_workers"] or 0} × {fmt_mb(s["worker_peak_mb"])}'
             rows.append(
-                f'| {name} | {side} | {s["mode"] or "–"} | {spread} | {s["cold_n"]} | {fmt_time(s["setup"])} '
+                f'| {name} | {side} | {s["mode"] or "–"} | {spread} | {s["cold_n"]} '
+                f'| {fmt_time(s["cpu_warm"])} / {fmt_time(s["cpu_cold"])} | {fmt_time(s["setup"])} '
                 f'| {workers} | {failure_text(s) or "ok"} |'
             )
     return '\n'.join(rows) + '\n'
@@ -224,7 +244,10 @@ capabilities=[DynamicWorkflow(...)])`. *cold*: the first iteration in a fresh pr
 agents built; no sandbox worker started yet); it is also the warm-up. *warm*: median of the iterations
 after it in the same process. *ours/ref*: ratio of the medians, below 1 means ours is faster. *MB*:
 peak RSS of the benchmark process (`ru_maxrss`) + the sampled peak of its sandbox workers' summed RSS
-(every 20 ms). Every iteration runs new script text, so no type-check result is reused from an earlier
+(every 20 ms). *host CPU* (details): CPU time of the benchmark process per iteration, steadier than wall
+time on a busy machine (the sandbox workers' CPU is not in it). A side that runs past its deadline
+(gather10k: 120 s, 60 s with `--quick`) is stopped and shown as `> N s`, with how many sub-agent calls
+had answered. Every iteration runs new script text, so no type-check result is reused from an earlier
 iteration; type checking is on on both sides. Sub-agents are pydantic-ai `Agent`s (output `str`) on a
 `FunctionModel` that answers `'done'`. Both sides get `max_agent_calls=20000` and no request limit on the
 orchestrator run; the reference also gets `sub_agent_usage_limits=UsageLimits(request_limit=None)`,
@@ -243,9 +266,9 @@ def notes(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--quick', action='store_true', help='fewer rounds and iterations (about 2 minutes)')
+    parser.add_argument('--quick', action='store_true', help='fewer rounds and iterations; gather10k stops at 60 s')
     parser.add_argument('--rounds', type=int, default=None,
-                        help="subprocess pairs per scenario (default: the scenario's, 1-3)")
+                        help="subprocess pairs per scenario (default: the scenario's, 1-2)")
     parser.add_argument('--iterations', type=int, default=None,
                         help='warm iterations per subprocess (override)')
     parser.add_argument('--only', nargs='+', choices=sorted(SCENARIOS), metavar='SCENARIO',
@@ -253,9 +276,14 @@ def main() -> int:
     parser.add_argument('--skip', nargs='+', choices=sorted(SCENARIOS), default=[], metavar='SCENARIO',
                         help='leave these scenarios out (gather10k is most of the run time)')
     parser.add_argument('--timeout', type=float, default=SUBPROCESS_TIMEOUT,
-                        help='seconds one side may take on one scenario before it counts as a failure')
+                        help='seconds one side may take on one scenario before it counts as a crash')
+    parser.add_argument('--deadline', type=float, default=None,
+                        help='seconds a side may spend measuring one scenario before its running iteration is '
+                        'stopped and reported as such (default: gather10k 120, --quick 60; 0: none)')
     parser.add_argument('--ours-mode', choices=['auto', 'orchestrator', 'run'], default='auto',
                         help='auto: the orchestrator agent if Harness.orchestrator exists, else Harness.run')
+    parser.add_argument('--ours-tracing', choices=['default', 'off'], default='default',
+                        help='off: our side runs with HARNESS_TRACING=off (no spans recorded)')
     parser.add_argument('--output', type=Path, default=RESULTS / 'latest.md')
     args = parser.parse_args()
     order = [name for name in SCENARIOS if (not args.only or name in args.only) and name not in args.skip]
@@ -290,7 +318,8 @@ def main() -> int:
         f'{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, '
         f'Python {platform.python_version()}, load average {load}; '
         f'{sum(len(raw[n]["ours"]) for n in order)} interleaved subprocess pairs'
-        f'{" (--quick)" if args.quick else ""}; ours mode: `{ours_mode}`; total {elapsed:.0f} s.\n\n'
+        f'{" (--quick)" if args.quick else ""}; ours mode: `{ours_mode}`'
+        f'{", HARNESS_TRACING=off" if args.ours_tracing == "off" else ""}; total {elapsed:.0f} s.\n\n'
     )
     text = (header + table(summaries, order) + '\n' + LEGEND + '\n### Details\n\n' + details(summaries, order)
             + '\n' + notes(summaries, order))

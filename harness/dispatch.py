@@ -25,7 +25,7 @@ from .catalog import Callee
 from .context import CallContext, RunScope
 from .errors import ReplayDivergence, WorkflowError
 from .events import CallEvent, EventHandler, EventKind
-from .journal import Journal
+from .journal import Journal, Snapshot
 from .result import CallRecord, CallSource
 from .store import CallRow
 from .tracing import TRACER, json_attr
@@ -272,13 +272,17 @@ class Dispatcher:
 
     # -- the journal and the asynchronous half ----------------------------------------------------
 
-    def launch(self) -> int:
-        """Journal the staged calls (and answered ones), then start the staged calls. Returns how many."""
+    def launch(self, snapshot: Snapshot | None = None) -> int:
+        """Journal the staged calls (and answered ones), with a snapshot of the paused interpreter
+        when there were any, then start the staged calls. Returns how many calls were new."""
         staged, self.staged = self.staged, []
         answered, self.answered = self.answered, []
+        if not staged and not answered:
+            return 0
         self.journal.calls(
             [(r, r.callee in self.callees and self.callees[r.callee].side_effect) for r in answered]
-            + [(s.record, s.callee.side_effect) for s in staged]
+            + [(s.record, s.callee.side_effect) for s in staged],
+            snapshot=snapshot,
         )
         for item in staged:
             self.emit('started', item.record)

@@ -11,13 +11,16 @@ one for all results delivered together), so durability costs per pause, not per 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
 from .result import CallRecord, RunStatus
-from .store import CallRow, RunRow, RunStore
+from .store import CallRow, PendingSnapshot, RunRow, RunStore
+
+Snapshot = Callable[[], tuple[int, bytes, list[dict[str, Any]]]]
+"""Produces (calls journaled so far, Monty dump, ledger of pending calls) when the journal asks."""
 
 
 def call_row(run_id: str, record: CallRecord, *, side_effect: bool = False) -> CallRow:
@@ -55,17 +58,21 @@ class Journal:
         if self.store is not None:
             self.store.create_run(run)
 
-    def calls(self, records: Iterable[tuple[CallRecord, bool]]) -> None:
-        """Write call rows (started or finished) in one transaction; `bool` is the side-effect flag."""
+    def calls(self, records: Iterable[tuple[CallRecord, bool]], *, snapshot: Snapshot | None = None) -> None:
+        """Write call rows (started or finished), then the snapshot if given, in one transaction.
+
+        `bool` is the side-effect flag. `snapshot` is called only now, so the interpreter is dumped
+        only when there is a store to keep it.
+        """
         if self.store is None:
             return
         rows = [call_row(self.run_id, record, side_effect=side_effect) for record, side_effect in records]
-        if rows:
-            self.store.put_calls(rows)
-
-    def snapshot(self, after_seq: int, dump: bytes, ledger: list[dict[str, Any]]) -> None:
-        if self.store is not None:
-            self.store.put_snapshot(self.run_id, after_seq, dump, ledger)
+        pending = None
+        if snapshot is not None:
+            after_seq, dump, ledger = snapshot()
+            pending = PendingSnapshot(self.run_id, after_seq, dump, ledger)
+        if rows or pending is not None:
+            self.store.put_calls(rows, snapshot=pending)
 
     def end(self, status: RunStatus, *, value: Any = None, error: str | None = None) -> None:
         if self.store is None:

@@ -85,8 +85,7 @@ class ScriptLoop:
             self.seqs[call.call_id] = len(self.dispatcher.calls)
 
     async def deliver(self, snap: monty.AsyncFutureSnapshot) -> monty.AsyncSnapshot:
-        if self.dispatcher.launch() and self.dispatcher.journal.enabled:
-            self.checkpoint(snap)
+        self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
         pending = [cid for cid in snap.pending_call_ids if cid in self.futures]
         if not pending:
             raise WorkflowRuntimeError('The sandbox is waiting on calls the harness does not know; retry the script.')
@@ -102,19 +101,14 @@ class ScriptLoop:
             self.seqs.pop(cid, None)
         return await snap.resume(results)
 
-    def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> None:
-        """Store the paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
+    def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> tuple[int, bytes, list[dict[str, Any]]]:
+        """The paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
         ledger = [
-            {
-                'call_id': cid,
-                'seq': self.seqs.get(cid),
-                'callee': call.name,
-                'arguments': call.kwargs,
-                'line': call.line,
-            }
+            {'call_id': cid, 'seq': self.seqs.get(cid), 'callee': call.name, 'arguments': call.kwargs,
+             'line': call.line}
             for cid, call in self.ledger.items()
         ]
-        self.dispatcher.journal.snapshot(len(self.dispatcher.calls), snap.dump(), ledger)
+        return len(self.dispatcher.calls), snap.dump(), ledger
 
     async def answer_os(self, snap: monty.AsyncFunctionSnapshot) -> monty.AsyncSnapshot:
         name = str(snap.function_name)

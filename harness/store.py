@@ -178,6 +178,16 @@ class CallRow:
     side_effect: bool = False
 
 
+@dataclass(frozen=True)
+class PendingSnapshot:
+    """A snapshot to store: the paused interpreter's dump and the calls it waits on."""
+
+    run_id: str
+    after_seq: int
+    blob: bytes
+    ledger: list[dict[str, Any]]
+
+
 @dataclass
 class SnapshotRow:
     """A paused interpreter as read back from the store; `dump` has passed verification."""
@@ -394,10 +404,11 @@ class RunStore:
 
         self._write(write)
 
-    def put_calls(self, calls: Iterable[CallRow]) -> None:
+    def put_calls(self, calls: Iterable[CallRow], *, snapshot: PendingSnapshot | None = None) -> None:
         """Write whole call rows in one transaction (INSERT OR REPLACE), e.g. a fork's copied prefix.
 
-        Every row's run must exist; its `calls_count` is brought up to date.
+        Every row's run must exist; its `calls_count` is brought up to date. With `snapshot`, the
+        snapshot is stored in the same transaction, after the rows it depends on (one fsync, not two).
         """
         rows = []
         for call in calls:
@@ -414,24 +425,30 @@ class RunStore:
                     call.duration, call.attempt, call.source, int(call.side_effect),
                 )
             )  # fmt: skip
-        if not rows:
+        snapshot_row = self._snapshot_row(snapshot) if snapshot is not None else None
+        if not rows and snapshot_row is None:
             return
+        # seq runs 1..n within a run, so the highest seq written is the run's call count.
+        highest: dict[str, int] = {}
+        for row in rows:
+            highest[row[0]] = max(highest.get(row[0], 0), row[1])
 
         def write(conn: sqlite3.Connection) -> None:
             conn.executemany(
                 f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}) VALUES ({", ".join("?" * 13)})', rows
             )
             now = time.time()
-            for run_id in dict.fromkeys(row[0] for row in rows):
+            for run_id, top in highest.items():
                 cursor = conn.execute(
-                    'UPDATE runs SET calls_count = (SELECT COUNT(*) FROM calls WHERE run_id = ?), '
-                    'updated = ? WHERE run_id = ?',
-                    (run_id, now, run_id),
+                    'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?',
+                    (top, now, run_id),
                 )
                 if cursor.rowcount == 0:
                     raise StoreError(
                         f'no run {run_id!r} in {self.path}: create_run() before journaling calls.'
                     )
+            if snapshot_row is not None:
+                self._insert_snapshot(conn, snapshot_row)
 
         self._write(write)
 
@@ -457,27 +474,31 @@ class RunStore:
         created: float | None = None,
     ) -> int:
         """Seal a Monty dump (`blob`) with the pending-call `ledger`; returns the snapshot id."""
+        row = self._snapshot_row(PendingSnapshot(run_id, after_seq, blob, ledger), created)
+        return self._write(lambda conn: self._insert_snapshot(conn, row))
+
+    def _snapshot_row(self, snapshot: PendingSnapshot, created: float | None = None) -> tuple[Any, ...]:
+        ledger = snapshot.ledger
         if not isinstance(ledger, list) or not all(isinstance(entry, dict) for entry in ledger):
             raise TypeError('a snapshot ledger is a list of dicts {call_id, seq, callee, arguments, line}.')
         ledger_json = _encode_required(ledger, 'snapshot ledger')
-        sealed = self.seal(blob)
-        row = (
-            run_id, after_seq, sealed, ledger_json, _monty_format(blob), STORE_FORMAT, len(sealed),
-            hashlib.sha256(sealed).hexdigest(), time.time() if created is None else created,
+        sealed = self.seal(snapshot.blob)
+        return (
+            snapshot.run_id, snapshot.after_seq, sealed, ledger_json, _monty_format(snapshot.blob), STORE_FORMAT,
+            len(sealed), hashlib.sha256(sealed).hexdigest(), time.time() if created is None else created,
         )  # fmt: skip
 
-        def write(conn: sqlite3.Connection) -> int:
-            if conn.execute('SELECT 1 FROM runs WHERE run_id = ?', (run_id,)).fetchone() is None:
-                raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before snapshotting.')
-            cursor = conn.execute(
-                'INSERT INTO snapshots (run_id, after_seq, blob, ledger_json, monty_format, store_format, '
-                'size, digest, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-                row,
-            )
-            assert cursor.lastrowid is not None
-            return cursor.lastrowid
-
-        return self._write(write)
+    def _insert_snapshot(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
+        run_id = row[0]
+        if conn.execute('SELECT 1 FROM runs WHERE run_id = ?', (run_id,)).fetchone() is None:
+            raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before snapshotting.')
+        cursor = conn.execute(
+            'INSERT INTO snapshots (run_id, after_seq, blob, ledger_json, monty_format, store_format, '
+            'size, digest, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+            row,
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
 
     def latest_snapshot(self, run_id: str) -> SnapshotRow | None:
         """The run's most recently taken snapshot, verified; `SnapshotError` if it fails verification."""
