@@ -52,11 +52,27 @@ def new_run_id() -> str:
 class Harness:
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
-    Budgets and policies are per run (one orchestrator run shares one budget across its scripts):
-    `max_agent_calls` (sub-agent calls, exact), `max_tool_calls` (host tool calls), `call_caps`
-    (per callee, exact), `max_concurrency` (calls in flight). `limits` bounds the sandbox:
-    `max_duration_secs` (sandbox CPU time; waiting on calls does not count), `max_memory` (bytes),
-    `max_suspensions`.
+    Args:
+        store: the run store (SQLite file); `":memory:"` for none on disk, `None` for no journal at all.
+        max_agent_calls: sub-agent calls per orchestrator run (exact, shared by all its scripts).
+        max_tool_calls: host tool calls per orchestrator run; `None`: no limit.
+        max_concurrency: calls in flight at once within a run; `None`: no limit.
+        call_caps: `{callee name: n}`, exact per run.
+        limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
+            count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
+        max_workers: size of the sandbox worker pool (a paused workflow holds one worker).
+        type_check: check scripts against the stubs before running them.
+        sub_agent_usage_limits: limits for each sub-agent run (its own requests, not the orchestrator's).
+        inherit_model: run Agent sub-agents on the orchestrator's model.
+        max_retries: failed `run_workflow` attempts allowed per orchestrator run.
+        reuse_results: within one orchestrator run, answer a call identical to one that already
+            completed from its result (no budget spent).
+        tracing: configure tracing on first run (logfire; nothing is sent without a token or an
+            OTLP endpoint) and keep each run's spans with it.
+        trace_values: put call arguments and result previews on spans.
+        grant_clock / grant_randomness: let scripts read the clock / OS entropy; each value is
+            journaled, so replay and resume see the same world.
+        on_event: called with a `CallEvent` as each call starts, finishes or fails.
     """
 
     def __init__(
