@@ -83,8 +83,10 @@ def run_side(side: str, python: Path | str, scenario: Scenario, args: argparse.N
     wall = time.perf_counter() - start
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{')]
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
-        crash = f'exit {proc.returncode}: ' + ' | '.join(tail)
+        lines = (proc.stderr or proc.stdout or '(no output)').strip().splitlines()
+        crash = f'exit {proc.returncode}: {lines[-1].strip()}'
+        (RESULTS / f'crash-{side}-{scenario.name}.log').parent.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f'crash-{side}-{scenario.name}.log').write_text(proc.stdout + proc.stderr)
         return {'side': side, 'scenario': scenario.name, 'crash': crash}
     result = json.loads(lines[-1])
     result['process_wall'] = wall
@@ -289,6 +291,8 @@ def main() -> int:
     order = [name for name in SCENARIOS if (not args.only or name in args.only) and name not in args.skip]
 
     ref_python = reference_python()
+    for stale in RESULTS.glob('crash-*.log'):
+        stale.unlink()
     started = time.perf_counter()
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for name in order:

@@ -23,7 +23,7 @@ from pydantic_ai.usage import UsageLimits
 
 from .budget import Budget
 from .catalog import Callee, CallKind
-from .check import Checker, CheckReport
+from .check import MAX_CHECKERS, Checker, CheckReport
 from .context import RunScope
 from .dispatch import Dispatcher, History, NeedsDecision
 from .errors import SandboxCrashed, WorkflowError
@@ -124,7 +124,9 @@ class Harness:
         self._store: RunStore | None = None
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
-        self._pool = SandboxPool(max_workers=max_workers or default_workers(), limits=self.limits)
+        self._pool = SandboxPool(
+            max_workers=max_workers or default_workers(), limits=self.limits, reserved=MAX_CHECKERS
+        )
         self._checker = Checker(self._pool)
         self._runner: asyncio.Runner | None = None
         self._runner_lock = threading.Lock()

@@ -67,8 +67,10 @@ OS_POLICY: monty.OSPolicy = {'datetime': 'call_host', 'random_start': 'call_host
 class SandboxPool:
     """Owns one `AsyncMonty` pool; hands out sessions with the join helpers already defined."""
 
-    def __init__(self, *, max_workers: int, limits: SandboxLimits) -> None:
+    def __init__(self, *, max_workers: int, limits: SandboxLimits, reserved: int = 0) -> None:
         self.max_workers = max_workers
+        self.reserved = reserved
+        """Extra workers for long-lived checking sessions, so they never starve workflows."""
         self.limits = limits
         self._pool: monty.AsyncMonty | None = None
         self._opening: concurrent.futures.Future[monty.AsyncMonty] | None = None
@@ -87,7 +89,7 @@ class SandboxPool:
             return await asyncio.wrap_future(opening)
         try:
             pool = monty.AsyncMonty(
-                max_processes=self.max_workers,
+                max_processes=self.max_workers + self.reserved,
                 # A backstop behind the in-sandbox duration limit: a turn that runs far past it is killed.
                 request_timeout=self.limits.max_duration_secs + 30.0,
             )
@@ -173,5 +175,6 @@ def _close_pools_at_exit() -> None:
 
 
 def default_workers() -> int:
-    """Workers are cheap (~13 MB) and a paused workflow holds one: size for concurrency, not cores."""
-    return max(32, (os.cpu_count() or 1) * 8)
+    """Workers are cheap (~13 MB, spawned on demand) and a paused workflow holds one: size for
+    concurrent workflows, not cores."""
+    return max(64, (os.cpu_count() or 1) * 16)
