@@ -1,6 +1,7 @@
 """This project's side of the benchmark: one scenario, in the project's environment; prints one JSON line.
 
-Run by `run.py` as `python benchmarks/bench_ours.py SCENARIO [--iterations N] [--quick]`.
+Run by `run.py` as `python benchmarks/bench_ours.py SCENARIO [--iterations N] [--quick] [--deadline S]
+[--mode M]`.
 `--mode orchestrator` (the default when `Harness.orchestrator` exists) runs a full orchestrator agent run
 (the model calls `run_workflow`, then answers); `--mode run` calls `Harness.run(code)` directly, with no
 orchestrator model around it.

@@ -29,7 +29,7 @@ MAX_AGENT_CALLS = 20_000
 class Scenario:
     name: str
     label: str
-    kind: str  # 'chain' | 'gather' | 'concurrent'
+    kind: str  # 'bare' (no workflow) | 'chain' | 'gather' | 'concurrent'
     calls: int  # sub-agent calls per workflow
     workflows: int = 1  # workflows (orchestrator runs) started at once
     delay: float = 0.0  # seconds each sub-agent call waits before answering

@@ -42,6 +42,10 @@ class ScriptLoop:
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         self.ledger: dict[int, ScriptCall] = {}
         self.seqs: dict[int, int] = {}
+        # Call ids whose result is ready, filled by done-callbacks: a delivery costs what is ready,
+        # not what is pending (a 10,000-way gather would otherwise rescan every call per result).
+        self.ready: set[int] = set()
+        self.wakeup: asyncio.Event | None = None
 
     async def run(self, snap: monty.AsyncSnapshot) -> Any:
         try:
@@ -77,6 +81,7 @@ class ScriptLoop:
     def admit(self, call: ScriptCall, *, seq: int | None = None) -> None:
         before = len(self.dispatcher.calls)
         future = self.dispatcher.start(call, seq=seq)
+        future.add_done_callback(lambda _, cid=call.call_id: self.on_done(cid))
         self.futures[call.call_id] = future
         self.ledger[call.call_id] = call
         if seq is not None:
@@ -84,15 +89,27 @@ class ScriptLoop:
         elif len(self.dispatcher.calls) > before:
             self.seqs[call.call_id] = len(self.dispatcher.calls)
 
+    def on_done(self, call_id: int) -> None:
+        self.ready.add(call_id)
+        if self.wakeup is not None:
+            self.wakeup.set()
+
     async def deliver(self, snap: monty.AsyncFutureSnapshot) -> monty.AsyncSnapshot:
+        """Journal what was just called, wait until a result the sandbox waits on is ready, deliver
+        every such result at once (journaled first)."""
         self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
-        pending = [cid for cid in snap.pending_call_ids if cid in self.futures]
-        if not pending:
+        pending = set(snap.pending_call_ids)
+        if pending.isdisjoint(self.futures):
             raise WorkflowRuntimeError('The sandbox is waiting on calls the harness does not know; retry the script.')
-        waiting = [self.futures[cid] for cid in pending]
-        if not any(f.done() for f in waiting):
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        done = [cid for cid in pending if self.futures[cid].done()]
+        if self.wakeup is None:
+            self.wakeup = asyncio.Event()
+        while not (done := self.ready & pending):
+            self.wakeup.clear()
+            await self.wakeup.wait()
+        if len(done) < len(pending):
+            await asyncio.sleep(0)  # let results finishing in this same tick join the delivery
+            done = self.ready & pending
+        self.ready -= done
         self.dispatcher.settle([self.dispatcher.calls[self.seqs[cid] - 1] for cid in done if cid in self.seqs])
         results: dict[int, Any] = {}
         for cid in done:
