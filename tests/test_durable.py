@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import ReplayDivergence, SnapshotError, WorkflowError
+from harness import ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
 from harness.store import RunStore
 
 WORKER = Path(__file__).with_name('crash_worker.py')
@@ -251,3 +251,41 @@ def test_granted_clock_and_randomness_are_journaled_and_replayed(make_harness, t
     again = h.replay_sync(first.run_id)
     assert again.value == first.value  # the same clock reading and the same random draw
     assert {c.source for c in again.calls} == {'replayed'}
+
+
+def test_a_killed_sandbox_worker_is_a_retry_and_the_run_resumes(make_harness, tmp_path: Path):
+    h = make_harness(store=str(tmp_path / 'runs.db'))
+    ran: list[int] = []
+
+    @h.tool
+    def step(*, i: int) -> int:
+        ran.append(i)
+        if i == 2 and len(ran) == 3:  # first time only: kill the worker running this script
+            for pid in monty_workers():
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+        return i * 10
+
+    code = 'total = 0\nfor i in range(4):\n    total += await step(i=i)\ntotal'
+    with pytest.raises(SandboxCrashed) as info:
+        h.run_sync(code)
+    assert [c.result for c in info.value.completed] == [0, 10, 20]
+    assert h.store.get_run(info.value.run_id).status == 'interrupted'
+    resumed = h.resume_sync(info.value.run_id)
+    assert resumed.value == 60
+    assert ran == [0, 1, 2, 3]  # nothing journaled ran twice
+
+
+def monty_workers() -> list[int]:
+    """This process's sandbox worker processes."""
+    pids = []
+    for entry in Path('/proc').iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / 'stat').read_text()
+                cmd = (entry / 'cmdline').read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid() and b'monty' in cmd:
+                pids.append(int(entry.name))
+    return pids
