@@ -24,3 +24,4 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/run.py
 	$(VENV)/bin/python benchmarks/extra.py
+	$(VENV)/bin/python benchmarks/bench_wait32.py
