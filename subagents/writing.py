@@ -370,10 +370,8 @@ def summarize_prose(text: str, *, max_sentences: int = 4, max_chars: int = 900) 
     rest = [i for _, i in sorted(scored[1:], key=lambda s: (-s[0], s[1]))]
     chosen = sorted((lead + rest)[:keep])
     picked = [_strip_marker(parts[i]) for i in chosen]
-    if any(_is_list_line(parts[i]) for i in chosen):
-        summary = '\n'.join(f'- {p}' for p in picked)
-    else:
-        summary = ' '.join(picked)
+    as_list = any(_is_list_line(parts[i]) for i in chosen)
+    summary = '\n'.join(f'- {p}' for p in picked) if as_list else ' '.join(picked)
     return prefix + (clip(summary, max_chars) if '\n' not in summary else summary[:max_chars])
 
 
