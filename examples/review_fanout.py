@@ -10,24 +10,12 @@ plain Python (counts by severity, the worst file) and has `summarizer` write the
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from rich.console import Console
+from example_runner import run_example
 
 from harness import Harness
-from harness.live import LiveCalls
-from harness.models import choose_model
 from subagents import register_builtins
 from tools.workspace import register_workspace_tools
 
@@ -89,44 +77,20 @@ def report(value: Any) -> str:
     return '\n'.join([*lines, '', value['summary']])
 
 
-def offline_planner() -> FunctionModel:
-    """Plays the orchestrator's model offline: sends WORKFLOW to `run_workflow`, answers from its value."""
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        for part in messages[-1].parts:
-            if isinstance(part, RetryPromptPart):  # the script failed its check or raised
-                return ModelResponse(parts=[TextPart(f'The workflow failed:\n{part.model_response()}')])
-            if isinstance(part, ToolReturnPart):
-                return ModelResponse(parts=[TextPart(report(part.content))])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': WORKFLOW})])
-
-    return FunctionModel(respond, model_name='offline-planner')
+def register(h: Harness, model: Any) -> None:
+    """The catalog this example's orchestrator sees (`model` is None offline: rule-based sub-agents)."""
+    register_builtins(h, model)
+    register_workspace_tools(h, WORKSPACE)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description='Code review fan-out with a join.')
-    parser.add_argument('--store', default='.harness/runs.db', help='run store (default: %(default)s)')
-    args = parser.parse_args()
-
-    console = Console(highlight=False, soft_wrap=True)
-    choice = choose_model()  # HARNESS_MODEL, HARNESS_BASE_URL or a provider key; else the offline demo
-    if choice.demo:
-        console.print('[yellow]Offline demo: no model configured, so a scripted planner sends WORKFLOW '
-                      'and the sub-agents answer by rule (set HARNESS_MODEL to use a real model).[/yellow]')
-    else:
-        console.print(f'[dim]model: {choice.label}[/dim]')
-
-    with Harness(store=args.store) as h:
-        register_builtins(h, model=None if choice.demo else choice.model)
-        register_workspace_tools(h, WORKSPACE)
-        live = LiveCalls(console)
-        orchestrator = h.orchestrator(offline_planner() if choice.demo else choice.model, on_event=live)
-        result = orchestrator.run_sync(PROMPT)
-
-    console.print()
-    console.print(result.output, markup=False)
-    for run_id in live.run_ids:
-        console.print(f'[dim]run {run_id} (see it with: harness show {run_id} --store {args.store})[/dim]')
+    run_example(
+        description='Code review fan-out with a join.',
+        prompt=PROMPT,
+        workflow=WORKFLOW,
+        report=report,
+        register=register,
+    )
 
 
 if __name__ == '__main__':

@@ -13,25 +13,14 @@ crashed mid-refund cannot pay twice.
 
 from __future__ import annotations
 
-import argparse
 import threading
 from typing import Any
 
+from example_runner import run_example
 from pydantic import BaseModel, Field
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
 from harness import CallContext, Harness
-from harness.live import LiveCalls
-from harness.models import choose_model
 
 # -- the desk: an in-memory ticket table and three host tools ----------------------------------------
 
@@ -169,45 +158,25 @@ def report(value: Any) -> str:
     return '\n'.join([*lines, f'Total refunded: ${value["total_refunded"]}'])
 
 
-def offline_planner() -> FunctionModel:
-    """Plays the orchestrator's model offline: sends WORKFLOW to `run_workflow`, answers from its value."""
+def register(h: Harness, model: Any) -> None:
+    """The catalog this example's orchestrator sees (`model` is None offline: rule-based sub-agents)."""
+    register_desk(h)  # no sub-agents needed: the desk is host tools only
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        for part in messages[-1].parts:
-            if isinstance(part, RetryPromptPart):  # the script failed its check or raised
-                return ModelResponse(parts=[TextPart(f'The workflow failed:\n{part.model_response()}')])
-            if isinstance(part, ToolReturnPart):
-                return ModelResponse(parts=[TextPart(report(part.content))])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': WORKFLOW})])
 
-    return FunctionModel(respond, model_name='offline-planner')
+def receipts(console: Console) -> None:
+    """The host's own books, whatever the model said."""
+    console.print(f'Receipts issued: {"; ".join(sorted(RECEIPTS.values())) or "none"}', markup=False)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description='A support desk with an idempotent refund tool.')
-    parser.add_argument('--store', default='.harness/runs.db', help='run store (default: %(default)s)')
-    args = parser.parse_args()
-
-    console = Console(highlight=False, soft_wrap=True)
-    choice = choose_model()  # HARNESS_MODEL, HARNESS_BASE_URL or a provider key; else the offline demo
-    if choice.demo:
-        console.print('[yellow]Offline demo: no model configured, so a scripted planner sends WORKFLOW '
-                      'to the real engine (set HARNESS_MODEL to use a real model).[/yellow]')
-    else:
-        console.print(f'[dim]model: {choice.label}[/dim]')
-
-    with Harness(store=args.store) as h:
-        register_desk(h)  # no sub-agents needed: the desk is host tools only
-        live = LiveCalls(console)
-        orchestrator = h.orchestrator(offline_planner() if choice.demo else choice.model, on_event=live)
-        result = orchestrator.run_sync(PROMPT)
-
-    console.print()
-    console.print(result.output, markup=False)
-    # The host's own books, whatever the model said:
-    console.print(f'Receipts issued: {"; ".join(sorted(RECEIPTS.values())) or "none"}', markup=False)
-    for run_id in live.run_ids:
-        console.print(f'[dim]run {run_id} (see it with: harness show {run_id} --store {args.store})[/dim]')
+    run_example(
+        description='A support desk with an idempotent refund tool.',
+        prompt=PROMPT,
+        workflow=WORKFLOW,
+        report=report,
+        register=register,
+        epilogue=receipts,
+    )
 
 
 if __name__ == '__main__':

@@ -86,6 +86,8 @@ def test_support_desk_refunds_only_eligible_tickets_within_limits(outputs: dict[
 
 
 def load_support_desk() -> ModuleType:
+    if str(ROOT / 'examples') not in sys.path:  # as when run as a script: its folder is importable
+        sys.path.insert(0, str(ROOT / 'examples'))
     spec = importlib.util.spec_from_file_location('support_desk_example', ROOT / 'examples' / 'support_desk.py')
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
