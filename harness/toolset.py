@@ -169,13 +169,12 @@ class WorkflowToolset(AbstractToolset[Any]):
             raise ModelRetry(f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}') from None
         finally:
             _in_workflow.reset(token)
-        value: Any = result.value if result.value is not None or not result.printed else None
+        # Only the final value returns to the model, with what the script printed, if anything.
+        value: Any = result.value
         if result.printed:
-            value = (
-                {'output': result.printed, 'result': result.value}
-                if result.value is not None
-                else {'output': result.printed}
-            )
+            value = {'output': result.printed}
+            if result.value is not None:
+                value['result'] = result.value
         if result.note:
             return {'result': value, 'note': result.note}
         return value
