@@ -213,7 +213,13 @@ def _exe(pid: int) -> str | None:
 def _descendants(pid: int) -> list[int]:
     """All processes below `pid`, except forks of this interpreter caught before their exec."""
     me = _exe(pid)
-    found, todo = [], [pid]
+    return [k for k in descendants(pid) if _exe(k) != me]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), deepest last."""
+    found: list[int] = []
+    todo = [pid]
     while todo:
         current = todo.pop()
         try:
@@ -224,11 +230,11 @@ def _descendants(pid: int) -> list[int]:
             try:
                 with open(f'/proc/{current}/task/{tid}/children') as f:
                     kids = [int(k) for k in f.read().split()]
-            except OSError:
+            except (OSError, ValueError):
                 continue
             found.extend(kids)
             todo.extend(kids)
-    return [k for k in found if _exe(k) != me]
+    return found
 
 
 def _hwm_kb(pid: int) -> int:

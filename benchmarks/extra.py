@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from common import descendants
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / 'results'
@@ -109,27 +111,6 @@ def clean_env() -> dict[str, str]:
                 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'):
         env.pop(key, None)
     return env
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc), deepest last."""
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            tasks = os.listdir(f'/proc/{current}/task')
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f'/proc/{current}/task/{tid}/children') as f:
-                    kids = [int(k) for k in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
 
 
 def kill_tree(pid: int) -> None:

@@ -10,6 +10,7 @@ from .context import CallContext, RunScope
 from .errors import (
     BudgetExceeded,
     CompletedCall,
+    NeedsDecision,
     RegistrationError,
     ReplayDivergence,
     SandboxCrashed,
@@ -32,6 +33,7 @@ __all__ = [
     'CompletedCall',
     'Diagnostic',
     'Harness',
+    'NeedsDecision',
     'RegistrationError',
     'ReplayDivergence',
     'RunScope',

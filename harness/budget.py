@@ -40,19 +40,15 @@ class Budget:
             self._refuse(f'sub-agent call budget is spent: at most {self.max_agent_calls} sub-agent calls per run')
         if callee.kind == 'tool' and self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
             self._refuse(f'tool call budget is spent: at most {self.max_tool_calls} tool calls per run')
+        self.count(callee)
+
+    def count(self, callee: Callee) -> None:
+        """Count one call without checking: for calls a resumed run already made before its snapshot."""
         self.per_callee[callee.name] += 1
         if callee.kind == 'agent':
             self.agent_calls += 1
         else:
             self.tool_calls += 1
-
-    def release(self, callee: Callee) -> None:
-        """Give back a reservation for a call that was answered without running (a reused result)."""
-        self.per_callee[callee.name] -= 1
-        if callee.kind == 'agent':
-            self.agent_calls -= 1
-        else:
-            self.tool_calls -= 1
 
     def _refuse(self, why: str) -> None:
         self.refused += 1

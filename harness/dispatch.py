@@ -23,7 +23,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from .budget import Budget
 from .catalog import Callee
 from .context import CallContext, RunScope
-from .errors import ReplayDivergence, WorkflowError
+from .errors import NeedsDecision, ReplayDivergence
 from .events import CallEvent, EventHandler, EventKind
 from .journal import Journal, Snapshot
 from .result import CallRecord, CallSource
@@ -36,14 +36,6 @@ Outcome = dict[str, Any]
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
 SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
-
-
-class NeedsDecision(WorkflowError):
-    """A side-effecting call's outcome is unknown (it was in flight at a crash): it is not re-run silently."""
-
-    def __init__(self, message: str, *, seq: int) -> None:
-        super().__init__(message)
-        self.seq = seq
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from .budget import Budget
 from .dispatch import History
 from .errors import ReplayDivergence, WorkflowError
 from .events import EventHandler
@@ -100,7 +101,7 @@ def prefill(
     rows: list[CallRow],
     *,
     upto: int,
-    budget: Any,
+    budget: Budget,
     h: Harness,
     source: CallSource | None = None,
 ) -> None:
@@ -114,11 +115,7 @@ def prefill(
         calls.append(record)
         callee = h.callees.get(row.callee)
         if callee is not None and row.source != 'reused':
-            budget.per_callee[callee.name] += 1
-            if callee.kind == 'agent':
-                budget.agent_calls += 1
-            else:
-                budget.tool_calls += 1
+            budget.count(callee)
 
 
 async def replay(

@@ -59,6 +59,14 @@ class BudgetExceeded(WorkflowError):
     """The script ended because a call budget (`max_agent_calls`, `max_tool_calls`, `call_caps`) ran out."""
 
 
+class NeedsDecision(WorkflowError):
+    """A side-effecting call's outcome is unknown (it was in flight at a crash): it is not re-run silently."""
+
+    def __init__(self, message: str, *, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq
+
+
 class ReplayDivergence(WorkflowError):
     """A replay asked for a call that the journal does not hold at that position."""
 

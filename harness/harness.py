@@ -25,8 +25,8 @@ from .budget import Budget
 from .catalog import Callee, CallKind
 from .check import MAX_CHECKERS, Checker, CheckReport
 from .context import RunScope
-from .dispatch import Dispatcher, History, NeedsDecision
-from .errors import SandboxCrashed, WorkflowError
+from .dispatch import Dispatcher, History
+from .errors import NeedsDecision, SandboxCrashed, WorkflowError
 from .events import EventHandler
 from .grants import HostGrants
 from .journal import Journal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +51,6 @@ def _check_plain(value: Any) -> Any:
 
 def preview(value: Any, limit: int = 300) -> str:
     """A bounded, JSON-ish preview of plain data for messages a model reads."""
-    import json
-
     try:
         text = json.dumps(value, ensure_ascii=False, separators=(',', ':'), default=str)
     except (TypeError, ValueError):
