@@ -8,7 +8,7 @@ sub-agents from `subagents` (`reviewer`, `summarizer`) and the same workspace (`
 
 - **run_workflow**: `Harness(store=':memory:', tracing=False)` with `reviewer`, `summarizer`, `list_files` and
   `read_file`; `h.orchestrator(model=FunctionModel(...))` whose function is the offline demo planner
-  (`harness.demo.plan`): it writes one script (list the files, read them all in a gather, review them all
+  (`harness._demo.plan`): it writes one script (list the files, read them all in a gather, review them all
   in a gather, join the findings, summarise) and then answers from the script's value. Each iteration
   adds a comment with the iteration number to the script, so the type check is never memoised from an
   earlier iteration.
@@ -166,7 +166,7 @@ def workflow_side(root: Path, latency: float) -> Callable[[int], Any]:
     from pydantic_ai.models.function import FunctionModel
 
     from harness import Harness
-    from harness.demo import plan
+    from harness._demo import plan
     from subagents import ReviewRequest
     from subagents.agents import REVIEWER_DESCRIPTION, SUMMARIZER_DESCRIPTION
     from tools.workspace import register_workspace_tools
@@ -205,7 +205,7 @@ def conventional_plan(messages: list[Any], info: Any) -> Any:
     """A conventional agent's turns: list, then read and review each file, then summarise, then answer."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
-    from harness.demo import answer, latest_prompt
+    from harness._demo import answer, latest_prompt
 
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     done: list[tuple[str, dict[str, Any], Any]] = []

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tracing.py [--quick]
 
-`tracing=True` calls `harness.tracing.configure_tracing()` on the first run: logfire configured with no
+`tracing=True` calls `harness._tracing.configure_tracing()` on the first run: logfire configured with no
 token (nothing is sent; the benchmark also removes LOGFIRE_TOKEN and OTEL_EXPORTER_OTLP_* from the
 environment and runs in an empty directory, so no `.logfire/` credentials are found), pydantic-ai
 instrumentation, and the offline span recorder whose spans are stored with each run. That is
@@ -49,7 +49,7 @@ def worker(mode: str) -> None:
     from pydantic_ai.models.test import TestModel
 
     from harness import Harness
-    from harness.tracing import tracing_mode
+    from harness._tracing import tracing_mode
 
     h = Harness(store=':memory:', tracing=mode == 'on', max_agent_calls=10_000)
 

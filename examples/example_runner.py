@@ -19,8 +19,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
 from harness import Harness
-from harness.live import LiveCalls
-from harness.models import choose_model
+from harness._live import LiveCalls
+from harness._models import choose_model
 
 
 def scripted_planner(workflow: str, report: Callable[[Any], str]) -> FunctionModel:

@@ -4,10 +4,10 @@ The model writes a script; the harness type-checks it against the catalog of sub
 runs it in the Monty sandbox, dispatches every call, and returns the final value.
 """
 
-from .budget import Budget
-from .check import CheckReport, Diagnostic
-from .context import CallContext, RunScope
-from .errors import (
+from ._budget import Budget
+from ._check import CheckReport, Diagnostic
+from ._context import CallContext, RunScope
+from ._errors import (
     BudgetExceeded,
     CompletedCall,
     NeedsDecision,
@@ -19,9 +19,9 @@ from .errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from .events import CallEvent
-from .harness import Harness
-from .result import CallRecord, WorkflowResult
+from ._events import CallEvent
+from ._engine import Harness
+from ._result import CallRecord, WorkflowResult
 
 __all__ = [
     'Budget',

@@ -516,8 +516,8 @@ def test_chat_passes_the_history_to_the_next_turn(tmp_path: Path, monkeypatch: p
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from typer.testing import CliRunner
 
-    import harness.cli as cli
-    from harness.models import ModelChoice
+    import harness._cli as cli
+    from harness._models import ModelChoice
 
     histories: list[list[str]] = []
 

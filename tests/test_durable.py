@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
-from harness.store import RunStore
+from harness._store import RunStore
 
 WORKER = Path(__file__).with_name('crash_worker.py')
 sys.path.insert(0, str(WORKER.parent))

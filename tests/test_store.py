@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import store as store_module
-from harness.errors import SnapshotError
-from harness.store import (
+from harness import _store as store_module
+from harness._errors import SnapshotError
+from harness._store import (
     HEADER_LEN,
     MIGRATIONS,
     STORE_FORMAT,
@@ -477,7 +477,7 @@ WRITER = textwrap.dedent(
     package = types.ModuleType('harness')
     package.__path__ = [str(root / 'harness')]
     sys.modules['harness'] = package
-    from harness.store import RunStore, RunRow
+    from harness._store import RunStore, RunRow
 
     dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
     with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path

@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 from rich.console import Console
 
-from harness.trace_view import build_tree, error_count, mermaid_escape, render_mermaid, render_tree
-from harness.tracing import RunSpanRecorder, attach_traceparent, current_traceparent
+from harness._trace_view import build_tree, error_count, mermaid_escape, render_mermaid, render_tree
+from harness._tracing import RunSpanRecorder, attach_traceparent, current_traceparent
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000 * 10**9

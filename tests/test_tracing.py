@@ -43,9 +43,9 @@ from pydantic_ai.models.test import TestModel
 from rich.console import Console
 
 from harness import Harness
-from harness.store import RunStore
-from harness.trace_view import render_tree
-from harness.tracing import install_recorder
+from harness._store import RunStore
+from harness._trace_view import render_tree
+from harness._tracing import install_recorder
 
 WORKER = Path(__file__).with_name('trace_worker.py')
 sys.path.insert(0, str(WORKER.parent))

@@ -115,7 +115,7 @@ def main() -> None:
         result = h.run_sync(FANOUT)
         flush()
         h.close()
-        from harness.tracing import tracing_mode
+        from harness._tracing import tracing_mode
 
         report = {
             'run_id': result.run_id,

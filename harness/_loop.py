@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import pydantic_monty as monty
 
-from .dispatch import Dispatcher, Outcome, ScriptCall
-from .errors import WorkflowRuntimeError
+from ._dispatch import Dispatcher, Outcome, ScriptCall
+from ._errors import WorkflowRuntimeError
 
 SCRIPT_FEED = '<python-input-1>'
 """Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""

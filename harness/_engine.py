@@ -21,22 +21,22 @@ from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.capabilities import Toolset
 from pydantic_ai.usage import UsageLimits
 
-from .budget import Budget
-from .catalog import Callee, CallKind
-from .check import MAX_CHECKERS, Checker, CheckReport
-from .context import RunScope
-from .dispatch import Dispatcher, History
-from .errors import NeedsDecision, SandboxCrashed, WorkflowError
-from .events import EventHandler
-from .grants import HostGrants
-from .journal import Journal
-from .register import callee_from_agent, callee_from_function
-from .result import WorkflowResult
-from .runner import PrintCapture, ScriptRun, run_script
-from .sandbox import SandboxLimits, SandboxPool, default_workers
-from .store import RunRow, RunStore
-from .stubs import render_inputs, render_stubs
-from .tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
+from ._budget import Budget
+from ._catalog import Callee, CallKind
+from ._check import MAX_CHECKERS, Checker, CheckReport
+from ._context import RunScope
+from ._dispatch import Dispatcher, History
+from ._errors import NeedsDecision, SandboxCrashed, WorkflowError
+from ._events import EventHandler
+from ._grants import HostGrants
+from ._journal import Journal
+from ._register import callee_from_agent, callee_from_function
+from ._result import WorkflowResult
+from ._runner import PrintCapture, ScriptRun, run_script
+from ._sandbox import SandboxLimits, SandboxPool, default_workers
+from ._store import RunRow, RunStore
+from ._stubs import render_inputs, render_stubs
+from ._tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -404,7 +404,7 @@ class Harness:
         A side-effecting call that was in flight when the run stopped is re-run only with
         `retry_unknown=True`, or answered with `answers={seq: result}`.
         """
-        from . import durable
+        from . import _durable as durable
 
         return await durable.resume(self, run_id, retry_unknown=retry_unknown, answers=dict(answers or {}),
                                     on_event=on_event)
@@ -412,13 +412,13 @@ class Harness:
     async def replay(self, run_id: str, *, from_seq: int | None = None,
                      on_event: EventHandler | None = None) -> WorkflowResult:
         """Run a stored script again, answering every call from its journal; no callee runs."""
-        from . import durable
+        from . import _durable as durable
 
         return await durable.replay(self, run_id, from_seq=from_seq, on_event=on_event)
 
     async def fork(self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None) -> WorkflowResult:
         """A new run: calls before `at` answered from the journal, call `at` with `result`, later calls live."""
-        from . import durable
+        from . import _durable as durable
 
         return await durable.fork(self, run_id, at=at, result=result, on_event=on_event)
 
@@ -435,7 +435,7 @@ class Harness:
 
     def capability(self, *, on_event: EventHandler | None = None) -> Toolset[Any]:
         """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent."""
-        from .toolset import WorkflowToolset
+        from ._toolset import WorkflowToolset
 
         return Toolset(toolset=WorkflowToolset(self, on_event=on_event))
 
@@ -448,7 +448,7 @@ class Harness:
         **agent_kwargs: Any,
     ) -> Agent[Any, str]:
         """A pydantic-ai Agent whose only tool is `run_workflow`."""
-        from .toolset import ORCHESTRATOR_INSTRUCTIONS
+        from ._toolset import ORCHESTRATOR_INSTRUCTIONS
 
         return Agent(
             model,

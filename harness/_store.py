@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from .errors import SnapshotError
-from .result import CallSource, CallStatus, RunStatus
+from ._errors import SnapshotError
+from ._result import CallSource, CallStatus, RunStatus
 
 T = TypeVar('T')
 

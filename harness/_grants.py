@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .dispatch import Dispatcher, Outcome
+from ._dispatch import Dispatcher, Outcome
 
 
 @dataclass(frozen=True)

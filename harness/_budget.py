@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .catalog import Callee
+from ._catalog import Callee
 
 
 class BudgetSpent(RuntimeError):

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic_ai.function_signature import FunctionSignature
 
-from .catalog import Callee
-from .prelude import HELPER_STUBS
+from ._catalog import Callee
+from ._prelude import HELPER_STUBS
 
 STUB_HEADER = 'import asyncio\nfrom typing import Any, Awaitable, Generic, Literal, NotRequired, TypedDict, TypeVar\n'
 

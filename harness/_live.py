@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from .events import CallEvent
-from .values import preview
+from ._events import CallEvent
+from ._values import preview
 
 
 class LiveCalls:

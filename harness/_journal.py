@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from .result import CallRecord, RunStatus
-from .store import CallRow, PendingSnapshot, RunRow, RunStore
+from ._result import CallRecord, RunStatus
+from ._store import CallRow, PendingSnapshot, RunRow, RunStore
 
 Snapshot = Callable[[], tuple[int, bytes, list[dict[str, Any]]]]
 """Produces (calls journaled so far, Monty dump, ledger of pending calls) when the journal asks."""

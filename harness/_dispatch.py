@@ -20,16 +20,16 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
-from .budget import Budget
-from .catalog import Callee
-from .context import CallContext, RunScope
-from .errors import NeedsDecision, ReplayDivergence
-from .events import CallEvent, EventHandler, EventKind
-from .journal import Journal, Snapshot
-from .result import CallRecord, CallSource
-from .store import CallRow
-from .tracing import TRACER, json_attr
-from .values import NotPlainData, preview, to_plain
+from ._budget import Budget
+from ._catalog import Callee
+from ._context import CallContext, RunScope
+from ._errors import NeedsDecision, ReplayDivergence
+from ._events import CallEvent, EventHandler, EventKind
+from ._journal import Journal, Snapshot
+from ._result import CallRecord, CallSource
+from ._store import CallRow
+from ._tracing import TRACER, json_attr
+from ._values import NotPlainData, preview, to_plain
 
 Outcome = dict[str, Any]
 """What the sandbox is answered with: `{'return_value': v}` or `{'exception': exc}`."""

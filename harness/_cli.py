@@ -17,14 +17,14 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .errors import RegistrationError, WorkflowError
-from .harness import Harness
-from .live import LiveCalls
-from .loading import find_project_config, load_object, merge_into, resolve_store
-from .models import DEMO_NOTICE, ModelChoice, choose_model
-from .result import WorkflowResult
-from .store import RunRow, RunStore, StoreError
-from .values import preview
+from ._errors import RegistrationError, WorkflowError
+from ._engine import Harness
+from ._live import LiveCalls
+from ._loading import find_project_config, load_object, merge_into, resolve_store
+from ._models import DEMO_NOTICE, ModelChoice, choose_model
+from ._result import WorkflowResult
+from ._store import RunRow, RunStore, StoreError
+from ._values import preview
 
 app = typer.Typer(
     help='Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox.',
@@ -345,7 +345,7 @@ def trace(
     store: StoreOpt = None,
 ) -> None:
     """The run's nested span tree in the terminal (no Logfire account needed)."""
-    from .trace_view import render_mermaid, render_tree
+    from ._trace_view import render_mermaid, render_tree
 
     with open_store(store) as db:
         run = find_run(db, run_id)
@@ -433,7 +433,7 @@ def fork(
 
 def footer(live: LiveCalls) -> None:
     """The run ids of this turn's workflows, and where to see their traces."""
-    from .tracing import logfire_link
+    from ._tracing import logfire_link
 
     if not live.run_ids:
         console.print('[dim]no calls were made[/dim]')
@@ -452,7 +452,7 @@ def announce(choice: ModelChoice) -> None:
 
 
 def make_orchestrator(h: Harness, choice: ModelChoice, live: LiveCalls) -> Any:
-    from .demo import demo_model
+    from ._demo import demo_model
 
     return h.orchestrator(demo_model() if choice.demo else choice.model, on_event=live)
 

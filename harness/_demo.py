@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from .toolset import TOOL_NAME
+from ._toolset import TOOL_NAME
 
 HELP = (
     'I am the offline demo planner, so I only understand a few kinds of request:\n'

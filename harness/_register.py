@@ -14,9 +14,9 @@ from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 
-from .catalog import Callee, CallKind, Returns, check_name, model_params, params_from_function, return_shape
-from .context import CallContext, RunScope
-from .errors import RegistrationError
+from ._catalog import Callee, CallKind, Returns, check_name, model_params, params_from_function, return_shape
+from ._context import CallContext, RunScope
+from ._errors import RegistrationError
 
 TASK_PARAMS = create_model(
     'task_arguments',

@@ -208,7 +208,7 @@ def _mermaid_label(span: SpanDict) -> str:
 
 
 def error_count(value: Any) -> int:
-    """How many errors `harness.errors` holds: an int, a list, a JSON list, or ty's text output."""
+    """How many errors `harness._errors` holds: an int, a list, a JSON list, or ty's text output."""
     if value is None or isinstance(value, bool):
         return 0
     if isinstance(value, int | float):

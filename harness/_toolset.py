@@ -19,13 +19,13 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
 from typing_extensions import TypedDict
 
-from .context import RunScope
-from .errors import BudgetExceeded, CompletedCall, WorkflowError
-from .events import EventHandler
-from .values import preview
+from ._context import RunScope
+from ._errors import BudgetExceeded, CompletedCall, WorkflowError
+from ._events import EventHandler
+from ._values import preview
 
 if TYPE_CHECKING:
-    from .harness import Harness
+    from ._engine import Harness
 
 TOOL_NAME = 'run_workflow'
 MAX_COMPLETED_SHOWN = 20

@@ -22,7 +22,7 @@ from typing import Any
 
 import pydantic_monty as monty
 
-from .prelude import HELPERS_SOURCE
+from ._prelude import HELPERS_SOURCE
 
 SCRIPT_NAME = 'workflow.py'
 LIMIT_KEYS = frozenset({'max_duration_secs', 'max_memory', 'max_suspensions'})

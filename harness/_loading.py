@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic_ai.agent.abstract import AbstractAgent
 
-from .errors import RegistrationError
-from .harness import Harness
+from ._errors import RegistrationError
+from ._engine import Harness
 
 DEFAULT_STORE = '.harness/runs.db'
 

@@ -13,9 +13,9 @@ from typing import Any
 import pydantic_monty as monty
 from opentelemetry.trace import Status, StatusCode
 
-from .check import Checker
-from .dispatch import Dispatcher, ScriptCall
-from .errors import (
+from ._check import Checker
+from ._dispatch import Dispatcher, ScriptCall
+from ._errors import (
     BudgetExceeded,
     CompletedCall,
     SandboxCrashed,
@@ -23,9 +23,9 @@ from .errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from .loop import OsHandler, ScriptLoop, clean_traceback
-from .sandbox import SandboxPool
-from .tracing import TRACER
+from ._loop import OsHandler, ScriptLoop, clean_traceback
+from ._sandbox import SandboxPool
+from ._tracing import TRACER
 
 PRINT_LIMIT = 64_000
 

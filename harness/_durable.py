@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from .budget import Budget
-from .dispatch import History
-from .errors import ReplayDivergence, WorkflowError
-from .events import EventHandler
-from .journal import Journal
-from .result import CallRecord, CallSource, WorkflowResult
-from .runner import RestorePoint, ScriptRun
-from .store import CallRow, RunRow, RunStore
+from ._budget import Budget
+from ._dispatch import History
+from ._errors import ReplayDivergence, WorkflowError
+from ._events import EventHandler
+from ._journal import Journal
+from ._result import CallRecord, CallSource, WorkflowResult
+from ._runner import RestorePoint, ScriptRun
+from ._store import CallRow, RunRow, RunStore
 
 if TYPE_CHECKING:
-    from .harness import Harness
+    from ._engine import Harness
 
 
 def require_store(h: Harness) -> RunStore:
@@ -156,7 +156,7 @@ async def fork(
     rows = store.calls(parent.run_id)
     if not 1 <= at <= max(len(rows), 1) or at > len(rows):
         raise WorkflowError(f'Run {parent.run_id} made {len(rows)} call(s); fork at a call between 1 and {len(rows)}.')
-    from .harness import new_run_id
+    from ._engine import new_run_id
 
     new_id = new_run_id()
     journal = Journal(store, new_id)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pydantic_monty as monty
 
-from .sandbox import SandboxPool
+from ._sandbox import SandboxPool
 
 DIAGNOSTIC = re.compile(
     r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'

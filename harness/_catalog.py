@@ -17,9 +17,9 @@ from typing import Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 from pydantic_ai.function_signature import FunctionSignature
 
-from .context import CallContext, RunScope
-from .errors import RegistrationError
-from .prelude import HELPER_NAMES
+from ._context import CallContext, RunScope
+from ._errors import RegistrationError
+from ._prelude import HELPER_NAMES
 
 CallKind = Literal['agent', 'tool']
 Invoke = Callable[[BaseModel, CallContext, RunScope], Awaitable[Any]]
