@@ -1,17 +1,17 @@
 """A harness that lets a model orchestrate sub-agents by writing typed Python.
 
 The model writes a script; the harness type-checks it against the catalog of sub-agents and tools,
-runs it in the Monty sandbox, dispatches every call, and returns the final value.
+runs it in the Monty sandbox, dispatches every call, and returns the final value. This module is
+the public surface; everything else in the package is private (`_name.py`).
 """
 
-from ._budget import Budget
+from ._catalog import RegistrationError
 from ._check import CheckReport, Diagnostic
 from ._context import CallContext, RunScope
+from ._engine import Harness
 from ._errors import (
     BudgetExceeded,
-    CompletedCall,
     NeedsDecision,
-    RegistrationError,
     ReplayDivergence,
     SandboxCrashed,
     SnapshotError,
@@ -19,23 +19,21 @@ from ._errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from ._events import CallEvent
-from ._engine import Harness
-from ._result import CallRecord, WorkflowResult
+from ._records import CallEvent, CallRecord, WorkflowResult
+from ._store import RunRow
 
 __all__ = [
-    'Budget',
     'BudgetExceeded',
     'CallContext',
     'CallEvent',
     'CallRecord',
     'CheckReport',
-    'CompletedCall',
     'Diagnostic',
     'Harness',
     'NeedsDecision',
     'RegistrationError',
     'ReplayDivergence',
+    'RunRow',
     'RunScope',
     'SandboxCrashed',
     'SnapshotError',

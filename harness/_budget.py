@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._catalog import Callee
+from ._records import CallKind
 
 
 class BudgetSpent(RuntimeError):
@@ -31,21 +31,21 @@ class Budget:
     refused: int = 0
     """How many calls were refused; non-zero means the result must say the budget ran out."""
 
-    def reserve(self, callee: Callee) -> None:
-        """Count one call to `callee`, or raise `BudgetSpent` and count nothing."""
-        cap = self.call_caps.get(callee.name)
-        if cap is not None and self.per_callee[callee.name] >= cap:
-            self._refuse(f'call cap for {callee.name} is spent: at most {cap} call(s) per run')
-        if callee.kind == 'agent' and self.agent_calls >= self.max_agent_calls:
+    def reserve(self, name: str, kind: CallKind) -> None:
+        """Count one call to `name`, or raise `BudgetSpent` and count nothing."""
+        cap = self.call_caps.get(name)
+        if cap is not None and self.per_callee[name] >= cap:
+            self._refuse(f'call cap for {name} is spent: at most {cap} call(s) per run')
+        if kind == 'agent' and self.agent_calls >= self.max_agent_calls:
             self._refuse(f'sub-agent call budget is spent: at most {self.max_agent_calls} sub-agent calls per run')
-        if callee.kind == 'tool' and self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
+        if kind == 'tool' and self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
             self._refuse(f'tool call budget is spent: at most {self.max_tool_calls} tool calls per run')
-        self.count(callee)
+        self.count(name, kind)
 
-    def count(self, callee: Callee) -> None:
+    def count(self, name: str, kind: CallKind) -> None:
         """Count one call without checking: for calls a resumed run already made before its snapshot."""
-        self.per_callee[callee.name] += 1
-        if callee.kind == 'agent':
+        self.per_callee[name] += 1
+        if kind == 'agent':
             self.agent_calls += 1
         else:
             self.tool_calls += 1

@@ -1,28 +1,40 @@
 """The catalog: which sub-agents and tools a script may call, with their validated signatures.
 
-Registration is where user mistakes are caught, each with an error that names the fix. A
-registered callee is a `Callee`: a name, a pydantic model that validates the keyword arguments a
-script passes, an adapter that turns the return value into plain data, and `invoke`, which runs it.
+Registration turns what a user registers (a pydantic-ai Agent, an async function, a host tool)
+into a `Callee`, and is where user mistakes are caught, each with an error that names the fix. A
+`Callee` is a name, a pydantic model that validates the keyword arguments a script passes, an
+adapter that turns the return value into plain data, and `invoke`, which runs it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import dataclasses
 import inspect
 import keyword
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic_ai import Tool, format_as_xml
+from pydantic_ai.agent.abstract import AbstractAgent
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.function_signature import FunctionSignature
+from pydantic_ai.usage import RunUsage
+from pydantic_core import to_jsonable_python
 
 from ._context import CallContext, RunScope
-from ._errors import RegistrationError
 from ._prelude import HELPER_NAMES
+from ._records import CallKind
 
-CallKind = Literal['agent', 'tool']
 Invoke = Callable[[BaseModel, CallContext, RunScope], Awaitable[Any]]
+
+class RegistrationError(UserError):
+    """A sub-agent or tool cannot be registered as given; the message names the fix."""
+
 
 # Names a script needs for itself: builtins, the modules Monty can import, the stub header's names.
 SANDBOX_MODULES = frozenset(
@@ -113,8 +125,11 @@ def check_crossable(annotation: Any, *, where: str) -> TypeAdapter[Any]:
     return adapter
 
 
-def params_from_function(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], str | None]:
-    """The keyword parameters of `fn` as a strict pydantic model, and the name of its `CallContext` param."""
+def params_from_function(
+    fn: Callable[..., Any], name: str, docs: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    """The keyword parameters of `fn` as a strict pydantic model (described by `docs`, per parameter),
+    and the name of its `CallContext` parameter."""
     try:
         hints = get_type_hints(fn, include_extras=True)
     except Exception as exc:
@@ -140,11 +155,25 @@ def params_from_function(fn: Callable[..., Any], name: str) -> tuple[type[BaseMo
             continue
         check_crossable(annotation, where=f'{name}: parameter {param.name!r}')
         default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, default)
+        fields[param.name] = (annotation, Field(default, description=docs.get(param.name)))
     model = create_model(  # type: ignore[call-overload]
         f'{name}_arguments', __config__=ConfigDict(extra='forbid', strict=True), **fields
     )
     return model, context_param
+
+
+def function_docs(fn: Callable[..., Any]) -> tuple[str | None, dict[str, str]]:
+    """The function's description and per-parameter descriptions, parsed from its docstring the way
+    pydantic-ai parses a tool's (Google, NumPy or Sphinx style)."""
+    try:
+        with warnings.catch_warnings():  # its return-schema warnings: the return type is checked below
+            warnings.simplefilter('ignore')
+            tool_def = Tool(fn, takes_ctx=False).tool_def
+    except Exception:  # what pydantic-ai cannot describe was refused above with a clearer message
+        return inspect.getdoc(fn), {}
+    properties = tool_def.parameters_json_schema.get('properties', {})
+    params = {key: value['description'] for key, value in properties.items() if value.get('description')}
+    return tool_def.description or None, params
 
 
 def return_shape(fn: Callable[..., Any], name: str) -> Returns:
@@ -175,3 +204,117 @@ def _closed(params: type[BaseModel]) -> type[BaseModel]:
         return params
     closed = ConfigDict(**{**config, 'extra': 'forbid', 'strict': True})  # type: ignore[typeddict-item]
     return type(params.__name__, (params,), {'model_config': closed, '__doc__': params.__doc__})
+
+
+TASK_PARAMS = create_model(
+    'task_arguments',
+    __config__=ConfigDict(extra='forbid', strict=True),
+    task=(str, ...),
+)
+
+
+def callee_from_agent(
+    agent: AbstractAgent[Any, Any],
+    *,
+    name: str | None,
+    description: str | None,
+    params: type[BaseModel] | None,
+    existing: set[str],
+    inherit_model: bool = False,
+    side_effect: bool = False,
+    expose_errors: bool = False,
+) -> Callee:
+    """A sub-agent: `(*, task: str) -> <output>`, or the fields of `params` as keyword parameters."""
+    if not isinstance(agent, AbstractAgent):
+        raise RegistrationError(f'add_agent() takes a pydantic-ai Agent, got {type(agent).__name__}.')
+    resolved = check_name(agent.name if name is None else name, existing, what='sub-agent')
+    arguments = TASK_PARAMS if params is None else model_params(params, resolved)
+    returns = _agent_output(agent)
+
+    async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
+        prompt = getattr(args, 'task') if params is None else format_as_xml(args, root_tag='input')  # noqa: B009
+        model = scope.model if inherit_model and scope.model is not None else None
+        result = await agent.run(
+            prompt,
+            deps=scope.deps,
+            model=model,
+            usage_limits=scope.sub_agent_usage_limits,
+        )
+        if scope.usage is not None:
+            scope.usage.incr(tokens_only(result.usage))
+        return result.output
+
+    return Callee(
+        name=resolved,
+        kind='agent',
+        description=description if description is not None else agent.description,
+        params=arguments,
+        returns=returns,
+        invoke=invoke,
+        expose_errors=expose_errors,
+        side_effect=side_effect,
+    )
+
+
+def tokens_only(usage: RunUsage) -> RunUsage:
+    """A sub-agent's usage as it is added to the orchestrator's: tokens, not requests.
+
+    Each sub-agent run counts its own requests against its own limit, so 50 sub-agent calls never
+    trip the orchestrator's default 50-request limit (the reference shares one counter and does).
+    """
+    return dataclasses.replace(usage, requests=0, tool_calls=0)
+
+
+def _agent_output(agent: AbstractAgent[Any, Any]) -> Returns:
+    output_type = getattr(agent, 'output_type', str)
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        adapter.json_schema(mode='serialization')
+        return Returns.of(adapter)
+    except Exception:  # an output spec that is not one type (a list of outputs, ToolOutput, ...)
+        return Returns(dump=to_jsonable_python, schema=agent.output_json_schema())
+
+
+def callee_from_function(
+    fn: Callable[..., Any],
+    *,
+    kind: CallKind,
+    name: str | None,
+    description: str | None,
+    existing: set[str],
+    side_effect: bool = False,
+    expose_errors: bool = False,
+) -> Callee:
+    """A typed function: keyword parameters become the stub's parameters, the docstring its description."""
+    what = 'sub-agent' if kind == 'agent' else 'tool'
+    if not callable(fn):
+        raise RegistrationError(f'{what} must be a function, got {type(fn).__name__}.')
+    resolved = check_name(getattr(fn, '__name__', None) if name is None else name, existing, what=what)
+    is_async = inspect.iscoroutinefunction(fn)
+    if kind == 'agent' and not is_async:
+        raise RegistrationError(
+            f'sub-agent {resolved} must be an `async def` function; register plain functions with @h.tool.'
+        )
+    doc, param_docs = function_docs(fn)
+    params, context_param = params_from_function(fn, resolved, param_docs)
+    returns = return_shape(fn, resolved)
+
+    async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
+        kwargs = {key: getattr(args, key) for key in type(args).model_fields}
+        if context_param is not None:
+            kwargs[context_param] = ctx
+        if is_async:
+            return await fn(**kwargs)
+        # A sync host tool must not block the event loop that drives every other call.
+        return await asyncio.to_thread(fn, **kwargs)
+
+    return Callee(
+        name=resolved,
+        kind=kind,
+        description=description if description is not None else doc,
+        params=params,
+        returns=returns,
+        invoke=invoke,
+        expose_errors=expose_errors,
+        side_effect=side_effect,
+    )

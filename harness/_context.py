@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import JsonValue
 from pydantic_ai.usage import RunUsage, UsageLimits
+
+from ._budget import Budget
 
 
 @dataclass
@@ -22,12 +25,12 @@ class RunScope:
     model: Any = None
     """The orchestrator's model, used by sub-agents registered with `inherit_model=True`."""
     sub_agent_usage_limits: UsageLimits | None = None
-    budget: Any = None
-    """A `budget.Budget`; created per run when absent."""
+    budget: Budget = field(default_factory=Budget)
+    """One ceiling for every script of the orchestrator run."""
     prompt: str | None = None
     """First line of the user's prompt, stored with each script's run."""
     orchestrator_run_id: str | None = None
-    reusable: dict[str, Any] = field(default_factory=dict)
+    reusable: dict[str, JsonValue] = field(default_factory=dict)
     """Results of completed calls by (callee, arguments): a retried script gets them without paying again."""
 
 

@@ -1,74 +1,37 @@
 """Dispatch: turns one call a script made into one run of a callee, under the run's policies.
 
-`start` is synchronous: lookup, argument validation, the journal's answer (replay, resume, fork),
-reuse of an identical earlier result, and the budget reservation all happen in call order with no
-`await` in between. That makes budgets exact and sequence numbers deterministic, which the journal
-and replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts
-them; `settle` journals results before the loop hands them to the sandbox.
+`start` is synchronous: lookup, argument validation, the journal's answer (`History`), reuse of
+an identical earlier result, and the budget reservation all happen in call order with no `await`
+in between. That makes budgets exact and sequence numbers deterministic, which the journal and
+replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts them;
+`settle` journals results before the loop hands them to the sandbox. Deciding how a call is
+answered from the journal is `History`'s job; running it is this module's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
-from ._budget import Budget
 from ._catalog import Callee
 from ._context import CallContext, RunScope
-from ._errors import NeedsDecision, ReplayDivergence
-from ._events import CallEvent, EventHandler, EventKind
+from ._history import History, answered
 from ._journal import Journal, Snapshot
-from ._result import CallRecord, CallSource
-from ._store import CallRow
-from ._tracing import TRACER, json_attr
-from ._values import NotPlainData, preview, to_plain
-
-Outcome = dict[str, Any]
-"""What the sandbox is answered with: `{'return_value': v}` or `{'exception': exc}`."""
+from ._records import CallEvent, CallRecord, EventHandler, EventKind, Outcome, preview
+from ._tracing import TRACER
+from ._values import NotPlainData, to_plain
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
 SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
-
-
-@dataclass(frozen=True)
-class ScriptCall:
-    """A call the paused interpreter is waiting on."""
-
-    call_id: int
-    name: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    line: int | None
-
-
-@dataclass
-class History:
-    """What the journal already knows, and how to use it: answer calls instead of running them.
-
-    - `replay`: every call must be in the journal, in order, and is answered from it.
-    - `resume`: journaled results are answered; calls that were in flight run again (a
-      side-effecting one only with `retry_unknown` or an explicit answer).
-    - `fork`: calls before `fork_at` are answered from the parent's journal; `fork_at` is answered
-      with `answers[fork_at]`; later calls run live.
-    """
-
-    mode: Literal['replay', 'resume', 'fork']
-    rows: dict[int, CallRow]
-    answers: dict[int, Any] = field(default_factory=dict)
-    retry_unknown: bool = False
-    fork_at: int | None = None
-
-    @property
-    def source(self) -> CallSource:
-        return {'replay': 'replayed', 'resume': 'resumed', 'fork': 'forked'}[self.mode]
 
 
 @dataclass
@@ -87,24 +50,23 @@ class Dispatcher:
         *,
         run_id: str,
         callees: Mapping[str, Callee],
-        budget: Budget,
         scope: RunScope,
         semaphore: asyncio.Semaphore | None,
         on_event: EventHandler | None,
-        journal: Journal | None = None,
+        journal: Journal,
         history: History | None = None,
         reuse: bool = False,
         trace_values: bool = True,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
-        self.budget = budget
         self.scope = scope
+        self.budget = scope.budget
         self.semaphore = semaphore
         self.on_event = on_event
-        self.journal = journal or Journal(None, run_id)
+        self.journal = journal
         self.history = history
-        self.reuse = reuse
+        self.reuse = reuse and history is None
         self.trace_values = trace_values
         self.calls: list[CallRecord] = []
         self.staged: list[Staged] = []
@@ -113,32 +75,36 @@ class Dispatcher:
 
     # -- the synchronous half: admit the call, in call order -------------------------------------
 
-    def start(self, call: ScriptCall, *, seq: int | None = None) -> asyncio.Future[Outcome]:
-        """Admit a call and return the future the sandbox will be answered from.
+    def start(
+        self, name: str, kwargs: dict[str, Any], line: int | None, *, seq: int | None = None
+    ) -> tuple[asyncio.Future[Outcome], int | None]:
+        """Admit a call; return the future the sandbox will be answered from and the call's `seq`
+        (None when it was refused before it got one).
 
         Raises `NameError`/`TypeError` for a call that is wrong as written (as Python would, at the
         call site) and `ReplayDivergence`/`NeedsDecision` when the journal cannot be followed; a
         refused budget is an exception delivered at the `await`. `seq` is given only when a
         restored snapshot's pending call is re-admitted.
         """
-        callee, arguments = self.resolve(call)
+        callee, arguments = self.resolve(name, kwargs)
         record = CallRecord(
             seq=seq or len(self.calls) + 1,
             callee=callee.name,
             arguments=arguments.model_dump(mode='json'),
-            line=call.line,
+            line=line,
             started=time.perf_counter() - self.t0,
+            side_effect=callee.side_effect,
         )
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        answer = self.from_history(callee, record)
-        if answer is None and self.reuse and self.history is None:
+        answer = self.history.answer(record) if self.history is not None else None
+        if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
-        if answer is None or record.source != 'reused':
+        if record.source != 'reused':
             try:
-                self.budget.reserve(callee)
+                self.budget.reserve(callee.name, callee.kind)
             except Exception as exc:
                 future.set_result({'exception': exc})
-                return future
+                return future, None
         self.add_record(record)
         if answer is not None:
             self.answered.append(record)
@@ -149,7 +115,7 @@ class Dispatcher:
             future.set_result(answer)
         else:
             self.staged.append(Staged(callee, arguments, record, future))
-        return future
+        return future, record.seq
 
     def add_record(self, record: CallRecord) -> None:
         if record.seq <= len(self.calls):
@@ -157,80 +123,20 @@ class Dispatcher:
         else:
             self.calls.append(record)
 
-    def resolve(self, call: ScriptCall) -> tuple[Callee, BaseModel]:
+    def resolve(self, name: str, kwargs: dict[str, Any]) -> tuple[Callee, BaseModel]:
         """The callee and its validated arguments, or the exception the script should see."""
-        callee = self.callees.get(call.name)
+        callee = self.callees.get(name)
         if callee is None:
             known = ', '.join(sorted(self.callees)) or 'none'
-            raise NameError(f'name {call.name!r} is not defined; the callable functions are: {known}')
-        if call.args:
-            raise TypeError(
-                f'{call.name}() takes keyword arguments only: write {call.name}(name=value, ...) as in its stub'
-            )
-        return callee, validate_arguments(callee, call.kwargs)
-
-    def from_history(self, callee: Callee, record: CallRecord) -> Outcome | None:
-        """The journal's answer for this call, None to run it live; raises when the journal disagrees."""
-        history = self.history
-        if history is None:
-            return None
-        seq = record.seq
-        if history.mode == 'fork' and history.fork_at is not None:
-            if seq == history.fork_at:
-                return self.answer(record, 'answered', result=history.answers[seq])
-            if seq > history.fork_at:
-                return None
-        row = history.rows.get(seq)
-        if row is None:
-            if history.mode == 'replay':
-                raise ReplayDivergence(
-                    f'call #{seq} {describe(record.callee, record.arguments)} is not in the journal: '
-                    'the script now makes more calls than the recorded run did.'
-                )
-            return None
-        if row.callee != record.callee or row.arguments != record.arguments:
-            raise ReplayDivergence(
-                f'call #{seq} diverges from the journal: the script now calls '
-                f'{describe(record.callee, record.arguments)}, the recorded run called '
-                f'{describe(row.callee, row.arguments)}.'
-            )
-        if seq in history.answers:
-            return self.answer(record, 'answered', result=history.answers[seq])
-        record.attempt = row.attempt
-        if row.status == 'ok':
-            return self.answer(record, history.source, result=row.result)
-        if row.status == 'error':
-            return self.answer(record, history.source, error=row.error or f'{row.callee} failed')
-        # In flight when the recorded run stopped: its outcome is unknown.
-        if history.mode == 'replay':
-            raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')
-        if (callee.side_effect or row.side_effect) and not history.retry_unknown:
-            raise NeedsDecision(
-                f'call #{seq} {describe(row.callee, row.arguments)} has side effects and was in flight when the '
-                'run stopped, so its outcome is unknown. Resume with --retry-unknown to run it again, or '
-                f'--answer {seq}=JSON to supply its result.',
-                seq=seq,
-            )
-        record.attempt = row.attempt + 1
-        return None
+            raise NameError(f'name {name!r} is not defined; the callable functions are: {known}')
+        return callee, validate_arguments(callee, kwargs)
 
     def from_earlier_script(self, record: CallRecord) -> Outcome | None:
         """Reuse an identical call that completed in an earlier script of the same orchestrator run."""
-        earlier = self.scope.reusable.get(reuse_key(record.callee, record.arguments))
-        if earlier is None:
+        key = reuse_key(record.callee, record.arguments)
+        if key not in self.scope.reusable:
             return None
-        return self.answer(record, 'reused', result=earlier)
-
-    def answer(
-        self, record: CallRecord, source: CallSource, *, result: Any = None, error: str | None = None
-    ) -> Outcome:
-        record.source = source
-        record.duration = 0.0
-        if error is not None:
-            record.status, record.error = 'error', error
-            return {'exception': RuntimeError(error)}
-        record.status, record.result = 'ok', result
-        return {'return_value': result}
+        return answered(record, 'reused', result=self.scope.reusable[key])
 
     def host_value(
         self,
@@ -242,24 +148,16 @@ class Dispatcher:
     ) -> Outcome:
         """A value of the host's world (the time, entropy) granted to the script, journaled like a call."""
         record = CallRecord(seq=len(self.calls) + 1, callee=name, arguments=arguments, line=None,
-                            started=time.perf_counter() - self.t0, duration=0.0)
-        history = self.history
-        row = history.rows.get(record.seq) if history is not None else None
-        if row is not None and history is not None and (history.fork_at is None or record.seq < history.fork_at):
-            if row.callee != name:
-                raise ReplayDivergence(
-                    f'call #{record.seq} diverges from the journal: the script now asks the host for {name}, '
-                    f'the recorded run called {describe(row.callee, row.arguments)}.'
-                )
-            value, record.source, record.result = decode(row.result), history.source, row.result
-        elif history is not None and history.mode == 'replay':
-            raise ReplayDivergence(f'call #{record.seq} ({name}) is not in the journal.')
+                            started=time.perf_counter() - self.t0, duration=0.0, status='ok')
+        known, encoded = self.history.host_value(record) if self.history is not None else (False, None)
+        if known:
+            assert self.history is not None
+            value, record.source, record.result = decode(encoded), self.history.source, encoded
         else:
             value = produce()
             record.result = encode(value)
-        record.status = 'ok'
         self.add_record(record)
-        self.journal.calls([(record, False)])
+        self.journal.calls([record])
         return {'return_value': value}
 
     # -- the journal and the asynchronous half ----------------------------------------------------
@@ -268,25 +166,21 @@ class Dispatcher:
         """Journal the staged calls (and answered ones), with a snapshot of the paused interpreter
         when there were any, then start the staged calls. Returns how many calls were new."""
         staged, self.staged = self.staged, []
-        answered, self.answered = self.answered, []
-        if not staged and not answered:
+        answered_now, self.answered = self.answered, []
+        if not staged and not answered_now:
             return 0
-        self.journal.calls(
-            [(r, r.callee in self.callees and self.callees[r.callee].side_effect) for r in answered]
-            + [(s.record, s.callee.side_effect) for s in staged],
-            snapshot=snapshot,
-        )
+        self.journal.calls([*answered_now, *(s.record for s in staged)], snapshot=snapshot)
         for item in staged:
             self.emit('started', item.record)
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
             task.add_done_callback(lambda t, f=item.future: transfer(t, f))
             item.future.add_done_callback(lambda f, t=task: t.cancel() if f.cancelled() else None)
-        return len(staged) + len(answered)
+        return len(staged) + len(answered_now)
 
     def settle(self, records: list[CallRecord]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
         live = [r for r in records if r.source == 'live']
-        self.journal.calls([(r, self.callees[r.callee].side_effect) for r in live if r.callee in self.callees])
+        self.journal.calls(live)
         for record in live:
             if record.status == 'ok':
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
@@ -330,7 +224,7 @@ class Dispatcher:
         if record.line is not None:
             attributes['harness.line'] = record.line
         if self.trace_values:
-            attributes['harness.arguments'] = json_attr(record.arguments)
+            attributes['harness.arguments'] = preview(record.arguments, 2_000)
         with TRACER.start_as_current_span(f'call {record.callee}', attributes=attributes) as span:
             try:
                 yield
@@ -351,18 +245,7 @@ class Dispatcher:
     def emit(self, kind: EventKind, record: CallRecord) -> None:
         if self.on_event is None:
             return
-        self.on_event(CallEvent(
-            kind=kind,
-            run_id=self.run_id,
-            seq=record.seq,
-            callee=record.callee,
-            arguments=record.arguments,
-            line=record.line,
-            source=record.source,
-            elapsed=record.duration if kind != 'started' else None,
-            error=record.error,
-            result=record.result,
-        ))
+        self.on_event(CallEvent(kind, self.run_id, record))
 
 
 def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> None:
@@ -377,13 +260,7 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
 
 
 def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
-    import json
-
     return callee + json.dumps(arguments, sort_keys=True, separators=(',', ':'))
-
-
-def describe(callee: str, arguments: dict[str, Any]) -> str:
-    return f'{callee}({preview(arguments, 120)})'
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:

@@ -1,11 +1,13 @@
-"""Resume, replay and fork: running a stored script again, answering calls from its journal.
+"""Resume, replay and fork: a stored run, prepared to run again with its calls answered from the journal.
 
-All three build the same thing: a dispatcher whose `History` answers journaled calls instead of
-running them, optionally starting from a stored snapshot rather than from the first line.
+Each function reads the store and returns a `Plan`: the script, a `History` that answers journaled
+calls instead of running them, and optionally a verified snapshot to start from instead of the
+first line. The Harness runs a plan like any other run; nothing here runs a script or a callee.
+
 - resume: same run id; from the newest snapshot; journaled results answered, in-flight calls re-run
   (side-effecting ones only with permission); the run continues live from there.
 - replay: from the start (or the snapshot at call K); every call must match the journal and is
-  answered from it; no callee runs; the final value must equal the stored one.
+  answered from it; no callee runs; nothing is written; the final value must equal the stored one.
 - fork: a new run linked to its parent; calls before K answered from the parent's journal, call K
   answered with the given result, later calls live.
 """
@@ -13,29 +15,122 @@ running them, optionally starting from a stored snapshot rather than from the fi
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic_core import to_jsonable_python
-
-from ._budget import Budget
-from ._dispatch import History
 from ._errors import ReplayDivergence, WorkflowError
-from ._events import EventHandler
-from ._journal import Journal
-from ._result import CallRecord, CallSource, WorkflowResult
-from ._runner import RestorePoint, ScriptRun
-from ._store import CallRow, RunRow, RunStore
-
-if TYPE_CHECKING:
-    from ._engine import Harness
+from ._history import History, HistoryMode
+from ._records import CallRecord, CallSource, WorkflowResult, new_run_id
+from ._runner import RestorePoint
+from ._store import RunRow, RunStore, SnapshotRow
+from ._values import jsonable
 
 
-def require_store(h: Harness) -> RunStore:
-    if h.store is None:
+@dataclass
+class Plan:
+    """A stored run, ready to run again."""
+
+    mode: HistoryMode
+    run: RunRow
+    """The stored run the plan was made from (for a fork: the parent)."""
+    run_id: str
+    """The run that executes: the same id, or a new one for a fork."""
+    history: History
+    restore: RestorePoint | None = None
+    prefill: list[CallRecord] = field(default_factory=list)
+    """Calls made before the snapshot: they are in the run's records."""
+    charged: list[str] = field(default_factory=list)
+    """The callees of the prefilled calls that spent budget (not reused ones): counted again."""
+    begin: RunRow | None = None
+    """The run row to create (a fork)."""
+    journaled: bool = True
+    """Whether the run writes to the store (a replay writes nothing)."""
+    done: WorkflowResult | None = None
+    """Set when there is nothing to run: resuming a run that already completed."""
+
+
+def plan_resume(
+    store: RunStore, run_id: str, *, retry_unknown: bool = False, answers: dict[int, Any] | None = None
+) -> Plan:
+    """Continue from the newest snapshot; marks the run `running` again."""
+    run = require_run(store, run_id)
+    calls = store.calls(run.run_id)
+    history = History(
+        mode='resume', calls={c.seq: c for c in calls}, answers=dict(answers or {}), retry_unknown=retry_unknown
+    )
+    plan = Plan(mode='resume', run=run, run_id=run.run_id, history=history)
+    if run.status == 'completed':
+        plan.done = WorkflowResult(value=run.value, run_id=run.run_id, status=run.status, calls=calls)
+        return plan
+    start_from(plan, store.latest_snapshot(run.run_id), calls)
+    store.update_run(run.run_id, status='running', error=None)
+    return plan
+
+
+def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) -> Plan:
+    """Answer every call from the journal, from the start or from the snapshot at call `from_seq`."""
+    run = require_run(store, run_id)
+    calls = store.calls(run.run_id)
+    history = History(mode='replay', calls={c.seq: c for c in calls})
+    plan = Plan(mode='replay', run=run, run_id=run.run_id, history=history, journaled=False)
+    if from_seq is not None:
+        snapshot = store.snapshot_after(run.run_id, from_seq)
+        if snapshot is None:
+            raise WorkflowError(
+                f'Run {run.run_id} has no snapshot at or before call {from_seq}; replay from the start.'
+            )
+        start_from(plan, snapshot, calls, source='replayed')
+    return plan
+
+
+def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
+    """A new run: calls before `at` from the parent's journal, call `at` answered with `result`."""
+    parent = require_run(store, run_id)
+    calls = store.calls(parent.run_id)
+    if not 1 <= at <= len(calls):
+        raise WorkflowError(
+            f'Run {parent.run_id} made {len(calls)} call(s); fork at a call between 1 and {len(calls)}.'
+        )
+    new_id = new_run_id()
+    begin = RunRow(run_id=new_id, script=parent.script, inputs=parent.inputs, prompt=parent.prompt,
+                   parent_run_id=parent.run_id, fork_at=at)
+    history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: jsonable(result)},
+                      fork_at=at)
+    return Plan(mode='fork', run=parent, run_id=new_id, history=history, begin=begin)
+
+
+def check_replay(plan: Plan, result: WorkflowResult) -> None:
+    """A replay of a completed run must end with the value the run recorded."""
+    expected = plan.run
+    if expected.status == 'completed' and jsonable(result.value) != jsonable(expected.value):
+        raise ReplayDivergence(
+            f'the replay of {expected.run_id} ended with a different value than the recorded run: '
+            f'{json.dumps(jsonable(result.value))[:200]} instead of {json.dumps(expected.value)[:200]}'
+        )
+
+
+def start_from(
+    plan: Plan, snapshot: SnapshotRow | None, calls: list[CallRecord], *, source: CallSource | None = None
+) -> None:
+    if snapshot is None:
+        return
+    plan.restore = RestorePoint(snapshot.dump, snapshot.ledger)
+    for call in calls:
+        if call.seq > snapshot.after_seq:
+            break
+        if call.source != 'reused':
+            plan.charged.append(call.callee)
+        if source is not None:
+            call.source = source
+        plan.prefill.append(call)
+
+
+def require_store(store: RunStore | None) -> RunStore:
+    if store is None:
         raise WorkflowError(
             'This Harness has no run store (store=None): nothing was recorded to resume, replay or fork.'
         )
-    return h.store
+    return store
 
 
 def require_run(store: RunStore, run_id: str) -> RunRow:
@@ -43,137 +138,3 @@ def require_run(store: RunStore, run_id: str) -> RunRow:
     if run is None:
         raise WorkflowError(f'No stored run {run_id!r}; `harness runs` lists them.')
     return run
-
-
-def record_of(row: CallRow) -> CallRecord:
-    return CallRecord(
-        seq=row.seq,
-        callee=row.callee,
-        arguments=row.arguments,
-        line=row.line,
-        status=row.status,
-        result=row.result,
-        error=row.error,
-        started=row.started,
-        duration=row.duration,
-        attempt=row.attempt,
-        source=row.source,
-    )
-
-
-def stored_result(run: RunRow, rows: list[CallRow]) -> WorkflowResult:
-    return WorkflowResult(value=run.value, run_id=run.run_id, status=run.status, calls=[record_of(r) for r in rows])
-
-
-async def resume(
-    h: Harness,
-    run_id: str,
-    *,
-    retry_unknown: bool = False,
-    answers: dict[int, Any] | None = None,
-    on_event: EventHandler | None = None,
-) -> WorkflowResult:
-    store = require_store(h)
-    run = require_run(store, run_id)
-    rows = store.calls(run.run_id)
-    if run.status == 'completed':
-        return stored_result(run, rows)
-    snapshot = store.latest_snapshot(run.run_id)
-    scope = h.new_scope()
-    history = History(
-        mode='resume', rows={r.seq: r for r in rows}, answers=dict(answers or {}), retry_unknown=retry_unknown
-    )
-    journal = Journal(store, run.run_id)
-    store.update_run(run.run_id, status='running', error=None)
-    dispatcher = h.dispatcher(run.run_id, scope, on_event, journal=journal, history=history)
-    restore = None
-    if snapshot is not None:
-        restore = RestorePoint(snapshot.dump, snapshot.ledger)
-        prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h)
-    job = ScriptRun(
-        code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs, type_check=False, restore=restore
-    )
-    return await h.execute(job, journal, mode='resume', traceparent=run.trace_context)
-
-
-def prefill(
-    calls: list[CallRecord],
-    rows: list[CallRow],
-    *,
-    upto: int,
-    budget: Budget,
-    h: Harness,
-    source: CallSource | None = None,
-) -> None:
-    """The calls made before a snapshot: in the run's records and counted against the budget again."""
-    for row in rows:
-        if row.seq > upto:
-            break
-        record = record_of(row)
-        if source is not None:
-            record.source = source
-        calls.append(record)
-        callee = h.callees.get(row.callee)
-        if callee is not None and row.source != 'reused':
-            budget.count(callee)
-
-
-async def replay(
-    h: Harness, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None
-) -> WorkflowResult:
-    store = require_store(h)
-    run = require_run(store, run_id)
-    rows = store.calls(run.run_id)
-    scope = h.new_scope()
-    history = History(mode='replay', rows={r.seq: r for r in rows})
-    dispatcher = h.dispatcher(run.run_id, scope, on_event, journal=Journal(None, run.run_id), history=history)
-    restore = None
-    if from_seq is not None:
-        snapshot = store.snapshot_after(run.run_id, from_seq)
-        if snapshot is None:
-            raise WorkflowError(
-                f'Run {run.run_id} has no snapshot at or before call {from_seq}; replay from the start.'
-            )
-        restore = RestorePoint(snapshot.dump, snapshot.ledger)
-        prefill(dispatcher.calls, rows, upto=snapshot.after_seq, budget=scope.budget, h=h, source='replayed')
-    job = ScriptRun(
-        code=run.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=run.inputs, type_check=False, restore=restore
-    )
-    result = await h.execute(job, Journal(None, run.run_id), mode='replay', traceparent=run.trace_context)
-    if run.status == 'completed' and plain(result.value) != plain(run.value):
-        raise ReplayDivergence(
-            f'the replay of {run.run_id} ended with a different value than the recorded run: '
-            f'{json.dumps(plain(result.value))[:200]} instead of {json.dumps(run.value)[:200]}'
-        )
-    return result
-
-
-async def fork(
-    h: Harness, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None
-) -> WorkflowResult:
-    store = require_store(h)
-    parent = require_run(store, run_id)
-    rows = store.calls(parent.run_id)
-    if not 1 <= at <= max(len(rows), 1) or at > len(rows):
-        raise WorkflowError(f'Run {parent.run_id} made {len(rows)} call(s); fork at a call between 1 and {len(rows)}.')
-    from ._engine import new_run_id
-
-    new_id = new_run_id()
-    journal = Journal(store, new_id)
-    row = RunRow(
-        run_id=new_id,
-        script=parent.script,
-        stubs_digest=parent.stubs_digest,
-        inputs=parent.inputs,
-        prompt=parent.prompt,
-        parent_run_id=parent.run_id,
-        fork_at=at,
-    )
-    history = History(mode='fork', rows={r.seq: r for r in rows if r.seq < at}, answers={at: plain(result)}, fork_at=at)
-    dispatcher = h.dispatcher(new_id, h.new_scope(), on_event, journal=journal, history=history)
-    job = ScriptRun(code=parent.script, stubs=h.stubs(), dispatcher=dispatcher, inputs=parent.inputs, type_check=False)
-    return await h.execute(job, journal, mode='fork', begin=row)
-
-
-def plain(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=lambda v: f'<{type(v).__name__}>')

@@ -7,46 +7,39 @@ sandbox loop (runner, loop) -> dispatch -> result.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import secrets
 import threading
-import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar, overload
 
-from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.capabilities import Toolset
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
 from ._budget import Budget
-from ._catalog import Callee, CallKind
+from ._catalog import Callee, CallKind, callee_from_agent, callee_from_function
 from ._check import MAX_CHECKERS, Checker, CheckReport
 from ._context import RunScope
-from ._dispatch import Dispatcher, History
-from ._errors import NeedsDecision, SandboxCrashed, WorkflowError
-from ._events import EventHandler
+from ._dispatch import Dispatcher
+from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_store
 from ._grants import HostGrants
+from ._history import History
 from ._journal import Journal
-from ._register import callee_from_agent, callee_from_function
-from ._result import WorkflowResult
-from ._runner import PrintCapture, ScriptRun, run_script
+from ._records import EventHandler, WorkflowResult, new_run_id
+from ._run import execute
+from ._runner import ScriptRun
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
 from ._store import RunRow, RunStore
 from ._stubs import render_inputs, render_stubs
-from ._tracing import RECORDER, TRACER, attach_traceparent, configure_tracing, current_traceparent
+from ._toolset import ORCHESTRATOR_INSTRUCTIONS, WorkflowToolset
+from ._tracing import configure_tracing
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
 
 DEFAULT_SUB_AGENT_USAGE_LIMITS = UsageLimits(request_limit=50)
-
-
-def new_run_id() -> str:
-    """Sortable by creation time, unique across processes."""
-    return f'{int(time.time() * 1000):012x}{secrets.token_hex(3)}'
 
 
 class Harness:
@@ -97,14 +90,14 @@ class Harness:
         on_event: EventHandler | None = None,
     ) -> None:
         if max_agent_calls < 1:
-            raise ValueError('max_agent_calls must be at least 1.')
+            raise UserError('max_agent_calls must be at least 1.')
         if max_tool_calls is not None and max_tool_calls < 0:
-            raise ValueError('max_tool_calls must be 0 or more (None: no limit).')
+            raise UserError('max_tool_calls must be 0 or more (None: no limit).')
         if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError('max_concurrency must be at least 1 (None: no limit).')
+            raise UserError('max_concurrency must be at least 1 (None: no limit).')
         for name, cap in (call_caps or {}).items():
             if cap < 0:
-                raise ValueError(f'call_caps[{name!r}] must be 0 or more.')
+                raise UserError(f'call_caps[{name!r}] must be 0 or more.')
         self.store_path = store
         self.max_agent_calls = max_agent_calls
         self.max_tool_calls = max_tool_calls
@@ -246,9 +239,8 @@ class Harness:
 
     def new_scope(self, **kwargs: Any) -> RunScope:
         """The state one orchestrator run shares across its scripts: one budget, deps, usage."""
-        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, **kwargs)
-        scope.budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
-        return scope
+        budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
+        return RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, budget=budget, **kwargs)
 
     async def run(
         self,
@@ -266,130 +258,18 @@ class Harness:
         """
         scope = scope or self.new_scope()
         run_id = new_run_id()
-        stubs = self.stubs() + render_inputs(inputs or {})
         journal = Journal(self.store, run_id)
         row = RunRow(
             run_id=run_id,
             script=code,
-            stubs_digest=hashlib.sha256(stubs.encode()).hexdigest()[:16],
             inputs=dict(inputs) if inputs else None,
             prompt=scope.prompt,
             orchestrator_run_id=scope.orchestrator_run_id,
         )
-        dispatcher = self.dispatcher(run_id, scope, on_event, journal=journal, reuse=self.reuse_results)
-        job = ScriptRun(code=code, stubs=stubs, dispatcher=dispatcher, inputs=dict(inputs) if inputs else None,
-                        type_check=self.type_check)
-        return await self.execute(job, journal, mode='run', begin=row)
-
-    def dispatcher(
-        self,
-        run_id: str,
-        scope: RunScope,
-        on_event: EventHandler | None,
-        *,
-        journal: Journal | None = None,
-        history: History | None = None,
-        reuse: bool = False,
-    ) -> Dispatcher:
-        return Dispatcher(
-            run_id=run_id,
-            callees=dict(self._callees),
-            budget=scope.budget,
-            scope=scope,
-            semaphore=asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None,
-            on_event=on_event or self.on_event,
-            journal=journal,
-            history=history,
-            reuse=reuse,
-            trace_values=self.trace_values,
-        )
-
-    def grants(self, dispatcher: Dispatcher) -> HostGrants | None:
-        """The OS requests this Harness answers (journaled), or None: all refused."""
-        if not (self.grant_clock or self.grant_randomness):
-            return None
-        return HostGrants(dispatcher, clock=self.grant_clock, randomness=self.grant_randomness)
-
-    async def execute(
-        self,
-        job: ScriptRun,
-        journal: Journal,
-        *,
-        mode: str,
-        begin: RunRow | None = None,
-        traceparent: str | None = None,
-    ) -> WorkflowResult:
-        """Run a prepared script to its end, traced as one `run_workflow` span, and record how it ended.
-
-        `begin` is the run row to create (new runs); `traceparent` joins the trace of an earlier
-        process (resume, replay). The run's spans are stored with it once the span has ended.
-        """
-        if self.tracing:
-            configure_tracing()
-        if job.os_handler is None:
-            job.os_handler = self.grants(job.dispatcher)
-        run_id = job.dispatcher.run_id
-        try:
-            with attach_traceparent(traceparent), TRACER.start_as_current_span(
-                f'run_workflow {run_id}',
-                attributes={'harness.run_id': run_id, 'harness.mode': mode, 'harness.script': job.code},
-            ) as span:
-                if begin is not None:
-                    begin.trace_context = current_traceparent()
-                    journal.begin(begin)
-                try:
-                    result = await self._execute(job, journal)
-                except BaseException as exc:
-                    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                    span.set_attribute('harness.status', 'failed')
-                    raise
-                finally:
-                    span.set_attribute('harness.budget_used', job.dispatcher.budget.summary())
-                span.set_attribute('harness.status', result.status)
-                return result
-        finally:
-            if journal.store is not None:
-                spans = RECORDER.drain(run_id)
-                if spans:
-                    journal.store.add_spans(run_id, spans)
-
-    async def _execute(self, job: ScriptRun, journal: Journal) -> WorkflowResult:
-        budget: Budget = job.dispatcher.budget
-        refused_before = budget.refused
-        printed = PrintCapture()
-        try:
-            value = await run_script(self._pool, self._checker, job, printed)
-        except NeedsDecision as exc:
-            journal.end('needs_decision', error=exc.message)
-            raise
-        except SandboxCrashed as exc:
-            journal.end('interrupted', error=exc.message)
-            raise
-        except WorkflowError as exc:
-            journal.end('failed', error=exc.message)
-            raise
-        except BaseException:
-            journal.end('interrupted', error='the run was cancelled')
-            raise
-        journal.end('completed', value=value)
-        exhausted = budget.refused > refused_before
-        reused = [c for c in job.dispatcher.calls if c.source == 'reused']
-        notes = []
-        if exhausted:
-            notes.append(f'A call budget ran out during this script ({budget.summary()}); '
-                         'no further calls of that kind can run.')
-        if reused:
-            notes.append('Reused results of identical earlier calls (no budget spent): '
-                         + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))
-        return WorkflowResult(
-            value=value,
-            run_id=job.dispatcher.run_id,
-            status='completed',
-            calls=job.dispatcher.calls,
-            printed=printed.text,
-            budget_exhausted=exhausted,
-            note=' '.join(notes) or None,
-        )
+        dispatcher = self._dispatcher(run_id, scope, on_event, journal, reuse=self.reuse_results)
+        job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
+                        inputs=row.inputs, type_check=self.type_check)
+        return await self._execute(job, journal, mode='run', begin=row)
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
@@ -404,23 +284,21 @@ class Harness:
         A side-effecting call that was in flight when the run stopped is re-run only with
         `retry_unknown=True`, or answered with `answers={seq: result}`.
         """
-        from . import _durable as durable
-
-        return await durable.resume(self, run_id, retry_unknown=retry_unknown, answers=dict(answers or {}),
-                                    on_event=on_event)
+        plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
+        return plan.done or await self._execute_plan(plan, on_event)
 
     async def replay(self, run_id: str, *, from_seq: int | None = None,
                      on_event: EventHandler | None = None) -> WorkflowResult:
         """Run a stored script again, answering every call from its journal; no callee runs."""
-        from . import _durable as durable
-
-        return await durable.replay(self, run_id, from_seq=from_seq, on_event=on_event)
+        plan = plan_replay(require_store(self.store), run_id, from_seq=from_seq)
+        result = await self._execute_plan(plan, on_event)
+        check_replay(plan, result)
+        return result
 
     async def fork(self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None) -> WorkflowResult:
         """A new run: calls before `at` answered from the journal, call `at` with `result`, later calls live."""
-        from . import _durable as durable
-
-        return await durable.fork(self, run_id, at=at, result=result, on_event=on_event)
+        plan = plan_fork(require_store(self.store), run_id, at=at, result=result)
+        return await self._execute_plan(plan, on_event)
 
     def resume_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.resume(run_id, **kwargs))
@@ -431,12 +309,55 @@ class Harness:
     def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.fork(run_id, **kwargs))
 
+    async def _execute_plan(self, plan: Plan, on_event: EventHandler | None) -> WorkflowResult:
+        scope = self.new_scope()
+        for name in plan.charged:
+            if name in self._callees:
+                scope.budget.count(name, self._callees[name].kind)
+        journal = Journal(self.store if plan.journaled else None, plan.run_id)
+        dispatcher = self._dispatcher(plan.run_id, scope, on_event, journal, history=plan.history)
+        dispatcher.calls.extend(plan.prefill)
+        job = ScriptRun(code=plan.run.script, stubs=self.stubs(), dispatcher=dispatcher, inputs=plan.run.inputs,
+                        type_check=False, restore=plan.restore)
+        return await self._execute(job, journal, mode=plan.mode, begin=plan.begin, traceparent=plan.run.trace_context
+                                   if plan.begin is None else None)
+
+    def _dispatcher(
+        self,
+        run_id: str,
+        scope: RunScope,
+        on_event: EventHandler | None,
+        journal: Journal,
+        *,
+        history: History | None = None,
+        reuse: bool = False,
+    ) -> Dispatcher:
+        return Dispatcher(
+            run_id=run_id,
+            callees=dict(self._callees),
+            scope=scope,
+            semaphore=asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None,
+            on_event=on_event or self.on_event,
+            journal=journal,
+            history=history,
+            reuse=reuse,
+            trace_values=self.trace_values,
+        )
+
+    async def _execute(
+        self, job: ScriptRun, journal: Journal, *, mode: str, begin: RunRow | None = None,
+        traceparent: str | None = None,
+    ) -> WorkflowResult:
+        if self.tracing:
+            configure_tracing()
+        if self.grant_clock or self.grant_randomness:
+            job.os_handler = HostGrants(job.dispatcher, clock=self.grant_clock, randomness=self.grant_randomness)
+        return await execute(self._pool, self._checker, job, journal, mode=mode, begin=begin, traceparent=traceparent)
+
     # -- the orchestrator ------------------------------------------------------------------------
 
     def capability(self, *, on_event: EventHandler | None = None) -> Toolset[Any]:
         """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent."""
-        from ._toolset import WorkflowToolset
-
         return Toolset(toolset=WorkflowToolset(self, on_event=on_event))
 
     def orchestrator(
@@ -448,8 +369,6 @@ class Harness:
         **agent_kwargs: Any,
     ) -> Agent[Any, str]:
         """A pydantic-ai Agent whose only tool is `run_workflow`."""
-        from ._toolset import ORCHESTRATOR_INSTRUCTIONS
-
         return Agent(
             model,
             name='orchestrator',
@@ -514,4 +433,4 @@ class Harness:
         return box['value']
 
 
-__all__ = ['Harness', 'WorkflowError', 'new_run_id']
+__all__ = ['Harness']

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class CompletedCall:
-    """A call that finished before a run failed; a retry can reuse its result instead of paying again."""
-
-    seq: int
-    callee: str
-    arguments: dict[str, Any]
-    result: Any
+from ._records import CallRecord
 
 
 class WorkflowError(Exception):
@@ -29,13 +20,13 @@ class WorkflowError(Exception):
         message: str,
         *,
         run_id: str | None = None,
-        completed: list[CompletedCall] | None = None,
+        completed: list[CallRecord] | None = None,
         printed: str = '',
     ) -> None:
         super().__init__(message)
         self.message = message
         self.run_id = run_id
-        self.completed: list[CompletedCall] = completed or []
+        self.completed: list[CallRecord] = completed or []
         self.printed = printed
 
 
@@ -73,7 +64,3 @@ class ReplayDivergence(WorkflowError):
 
 class SnapshotError(WorkflowError):
     """A stored snapshot is corrupt, tampered with, or from an incompatible version."""
-
-
-class RegistrationError(ValueError):
-    """A sub-agent or tool cannot be registered as given; the message names the fix."""

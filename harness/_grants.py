@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._dispatch import Dispatcher, Outcome
+from ._dispatch import Dispatcher
+from ._records import Outcome
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from ._events import CallEvent
-from ._values import preview
+from ._records import CallEvent, preview
 
 
 class LiveCalls:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic_ai.agent.abstract import AbstractAgent
 
-from ._errors import RegistrationError
+from ._catalog import RegistrationError
 from ._engine import Harness
 
 DEFAULT_STORE = '.harness/runs.db'

@@ -19,8 +19,10 @@ from typing import Any, cast
 
 import pydantic_monty as monty
 
-from ._dispatch import Dispatcher, Outcome, ScriptCall
+from ._dispatch import Dispatcher
 from ._errors import WorkflowRuntimeError
+from ._records import Outcome, PendingCall
+from ._store import Checkpoint
 
 SCRIPT_FEED = '<python-input-1>'
 """Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""
@@ -31,8 +33,8 @@ OsHandler = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Outcome |
 class ScriptLoop:
     """Answers pauses until the script completes.
 
-    `futures` and `ledger` hold the calls made and not yet delivered, by Monty call id; `seqs` maps
-    them to journal sequence numbers. A restored snapshot is resumed by refilling these first.
+    `futures` and `pending` hold the calls made and not yet delivered, by Monty call id. A restored
+    snapshot is resumed by admitting its ledger's calls again first (`admit`).
     """
 
     def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None) -> None:
@@ -40,8 +42,7 @@ class ScriptLoop:
         self.dispatcher = dispatcher
         self.os_handler = os_handler
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
-        self.ledger: dict[int, ScriptCall] = {}
-        self.seqs: dict[int, int] = {}
+        self.pending: dict[int, PendingCall] = {}
         # Call ids whose result is ready, filled by done-callbacks: a delivery costs what is ready,
         # not what is pending (a 10,000-way gather would otherwise rescan every call per result).
         self.ready: set[int] = set()
@@ -61,14 +62,14 @@ class ScriptLoop:
         if isinstance(snap, monty.AsyncFunctionSnapshot):
             if snap.is_os_function:
                 return await self.answer_os(snap)
-            call = ScriptCall(
-                call_id=snap.call_id,
-                name=str(snap.function_name),
-                args=tuple(snap.args),
-                kwargs=dict(snap.kwargs),
-                line=self.line_of(snap.position),
-            )
+            name = str(snap.function_name)
+            call = PendingCall(call_id=snap.call_id, seq=None, callee=name, arguments=dict(snap.kwargs),
+                               line=self.line_of(snap.position))
             try:
+                if snap.args:
+                    raise TypeError(
+                        f'{name}() takes keyword arguments only: write {name}(name=value, ...) as in its stub'
+                    )
                 self.admit(call)
             except (NameError, TypeError) as exc:  # wrong as written: raise at the call site
                 return await snap.resume({'exception': exc})
@@ -78,16 +79,12 @@ class ScriptLoop:
         assert isinstance(snap, monty.AsyncNameLookupSnapshot)
         return await snap.resume()  # an unknown name is a NameError in the script
 
-    def admit(self, call: ScriptCall, *, seq: int | None = None) -> None:
-        before = len(self.dispatcher.calls)
-        future = self.dispatcher.start(call, seq=seq)
-        future.add_done_callback(lambda _, cid=call.call_id: self.on_done(cid))
-        self.futures[call.call_id] = future
-        self.ledger[call.call_id] = call
-        if seq is not None:
-            self.seqs[call.call_id] = seq
-        elif len(self.dispatcher.calls) > before:
-            self.seqs[call.call_id] = len(self.dispatcher.calls)
+    def admit(self, call: PendingCall) -> None:
+        """Hand a call to the dispatcher; `call['seq']` is set only for a restored snapshot's calls."""
+        future, seq = self.dispatcher.start(call['callee'], call['arguments'], call['line'], seq=call['seq'])
+        future.add_done_callback(lambda _, cid=call['call_id']: self.on_done(cid))
+        self.futures[call['call_id']] = future
+        self.pending[call['call_id']] = {**call, 'seq': seq}
 
     def on_done(self, call_id: int) -> None:
         self.ready.add(call_id)
@@ -110,22 +107,13 @@ class ScriptLoop:
             await asyncio.sleep(0)  # let results finishing in this same tick join the delivery
             done = self.ready & pending
         self.ready -= done
-        self.dispatcher.settle([self.dispatcher.calls[self.seqs[cid] - 1] for cid in done if cid in self.seqs])
-        results: dict[int, Any] = {}
-        for cid in done:
-            results[cid] = self.futures.pop(cid).result()
-            self.ledger.pop(cid, None)
-            self.seqs.pop(cid, None)
-        return await snap.resume(results)
+        calls = [self.pending.pop(cid) for cid in done]
+        self.dispatcher.settle([self.dispatcher.calls[c['seq'] - 1] for c in calls if c['seq'] is not None])
+        return await snap.resume({cid: self.futures.pop(cid).result() for cid in done})
 
-    def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> tuple[int, bytes, list[dict[str, Any]]]:
+    def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> Checkpoint:
         """The paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
-        ledger = [
-            {'call_id': cid, 'seq': self.seqs.get(cid), 'callee': call.name, 'arguments': call.kwargs,
-             'line': call.line}
-            for cid, call in self.ledger.items()
-        ]
-        return len(self.dispatcher.calls), snap.dump(), ledger
+        return Checkpoint(len(self.dispatcher.calls), snap.dump(), list(self.pending.values()))
 
     async def answer_os(self, snap: monty.AsyncFunctionSnapshot) -> monty.AsyncSnapshot:
         name = str(snap.function_name)

@@ -14,16 +14,16 @@ import pydantic_monty as monty
 from opentelemetry.trace import Status, StatusCode
 
 from ._check import Checker
-from ._dispatch import Dispatcher, ScriptCall
+from ._dispatch import Dispatcher
 from ._errors import (
     BudgetExceeded,
-    CompletedCall,
     SandboxCrashed,
     WorkflowError,
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
 from ._loop import OsHandler, ScriptLoop, clean_traceback
+from ._records import PendingCall
 from ._sandbox import SandboxPool
 from ._tracing import TRACER
 
@@ -76,7 +76,7 @@ class RestorePoint:
     """A verified Monty dump and the calls it was waiting on."""
 
     dump: bytes
-    ledger: list[dict[str, Any]]
+    ledger: list[PendingCall]
 
 
 async def run_script(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: PrintCapture) -> Any:
@@ -85,7 +85,7 @@ async def run_script(pool: SandboxPool, checker: Checker, job: ScriptRun, printe
         return await _run(pool, checker, job, printed)
     except WorkflowError as exc:
         exc.run_id = job.dispatcher.run_id
-        exc.completed = completed_calls(job.dispatcher)
+        exc.completed = [r for r in job.dispatcher.calls if r.status == 'ok']
         exc.printed = printed.text
         raise
 
@@ -122,9 +122,8 @@ async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint
         loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
         try:
             first = await session.load_snapshot(restore.dump, print_callback=printed)
-            for entry in restore.ledger:
-                call = ScriptCall(entry['call_id'], entry['callee'], (), dict(entry['arguments']), entry.get('line'))
-                loop.admit(call, seq=entry.get('seq'))
+            for call in restore.ledger:
+                loop.admit(call)
             return await loop.run(first)
         except BaseException as exc:
             raise translate(exc, job.dispatcher) from None
@@ -178,11 +177,3 @@ def runtime_error(exc: monty.MontyRuntimeError, dispatcher: Dispatcher) -> Workf
     if 'suspension' in str(inner).lower():
         return WorkflowRuntimeError(f'The script made too many calls for the sandbox limits: {exc.display("msg")}')
     return WorkflowRuntimeError(f'The script raised an error:\n{detail}')
-
-
-def completed_calls(dispatcher: Dispatcher) -> list[CompletedCall]:
-    return [
-        CompletedCall(seq=r.seq, callee=r.callee, arguments=r.arguments, result=r.result)
-        for r in dispatcher.calls
-        if r.status == 'ok'
-    ]

@@ -36,14 +36,11 @@ from pathlib import Path
 from typing import Any, TypeVar, get_args
 
 from ._errors import SnapshotError
-from ._result import CallSource, CallStatus, RunStatus
+from ._records import CallRecord, CallSource, CallStatus, PendingCall, RunStatus, SpanDict
 
 T = TypeVar('T')
 
-JournalStatus = CallStatus
-"""`unknown`: the call was started but the process died before its outcome was journaled."""
-
-JOURNAL_STATUSES: frozenset[str] = frozenset(get_args(JournalStatus))
+JOURNAL_STATUSES: frozenset[str] = frozenset(get_args(CallStatus))
 CALL_SOURCES: frozenset[str] = frozenset(get_args(CallSource))
 
 SNAPSHOT_MAGIC = b'HSNP'
@@ -121,6 +118,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
         'CREATE INDEX spans_run ON spans (run_id, id)',
     ),
+    # 1 -> 2: `stubs_digest` was written and never read.
+    ('ALTER TABLE runs DROP COLUMN stubs_digest',),
 ]
 
 
@@ -134,7 +133,6 @@ class RunRow:
 
     run_id: str
     script: str = ''
-    stubs_digest: str = ''
     status: RunStatus = 'running'
     created: float = field(default_factory=time.time)
     updated: float = 0.0
@@ -159,33 +157,14 @@ class RunRow:
             self.updated = self.created
 
 
-@dataclass
-class CallRow:
-    """One journaled external call (`seq` starts at 1 within a run)."""
-
-    run_id: str
-    seq: int
-    callee: str
-    arguments: dict[str, Any]
-    line: int | None = None
-    status: JournalStatus = 'running'
-    result: Any = None
-    error: str | None = None
-    started: float = 0.0
-    duration: float | None = None
-    attempt: int = 1
-    source: CallSource = 'live'
-    side_effect: bool = False
-
-
 @dataclass(frozen=True)
-class PendingSnapshot:
-    """A snapshot to store: the paused interpreter's dump and the calls it waits on."""
+class Checkpoint:
+    """A snapshot to store: the paused interpreter's Monty dump and the calls it waits on."""
 
-    run_id: str
     after_seq: int
-    blob: bytes
-    ledger: list[dict[str, Any]]
+    """How many calls were journaled when it was taken."""
+    dump: bytes
+    ledger: list[PendingCall]
 
 
 @dataclass
@@ -198,8 +177,8 @@ class SnapshotRow:
     """How many calls were journaled when the snapshot was taken."""
     dump: bytes
     """The Monty dump, authenticated with this store's key; safe to load."""
-    ledger: list[dict[str, Any]]
-    """Calls pending at the pause: `{call_id, seq, callee, arguments, line}` each."""
+    ledger: list[PendingCall]
+    """Calls pending at the pause."""
     monty_format: int
     store_format: int
     created: float
@@ -207,7 +186,7 @@ class SnapshotRow:
 
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
 _RUN_COLUMNS = (
-    'run_id, script, stubs_digest, status, created, updated, prompt, value_json, error, duration, '
+    'run_id, script, status, created, updated, prompt, value_json, error, duration, '
     'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count'
 )
 _CALL_COLUMNS = (
@@ -284,7 +263,7 @@ class RunStore:
         """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0."""
 
         row = (
-            run.run_id, run.script, run.stubs_digest, run.status, run.created, run.updated, run.prompt,
+            run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             _encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, _encode(run.inputs, 'run inputs'), 0,
         )  # fmt: skip
@@ -353,106 +332,37 @@ class RunStore:
 
     # -- the call journal ------------------------------------------------------------------------
 
-    def call_started(
-        self,
-        run_id: str,
-        seq: int,
-        callee: str,
-        arguments: dict[str, Any],
-        line: int | None = None,
-        attempt: int = 1,
-        source: CallSource = 'live',
-        side_effect: bool = False,
-        started: float | None = None,
-    ) -> None:
-        """Journal a call as `running` (replacing any earlier row at `seq`, e.g. a retry).
+    def put_calls(
+        self, run_id: str, calls: Iterable[CallRecord], *, snapshot: Checkpoint | None = None
+    ) -> int | None:
+        """Write whole call rows of one run in one transaction (INSERT OR REPLACE by `seq`).
 
-        `started` is on whatever clock the caller uses (default: `time.time()`).
+        The run must exist; its `calls_count` is brought up to date. With `snapshot`, the snapshot
+        is stored in the same transaction, after the rows it depends on (one fsync, not two), and
+        its id is returned.
         """
-        self.put_calls(
-            [
-                CallRow(
-                    run_id=run_id, seq=seq, callee=callee, arguments=arguments, line=line, status='running',
-                    started=time.time() if started is None else started, attempt=attempt, source=source,
-                    side_effect=side_effect,
-                )
-            ]
-        )  # fmt: skip
-
-    def call_finished(
-        self,
-        run_id: str,
-        seq: int,
-        status: JournalStatus,
-        result: Any = None,
-        error: str | None = None,
-        duration: float | None = None,
-    ) -> None:
-        """Record a call's outcome; durable when this returns. `StoreError` if the call was never started."""
-        _check_status(status)
-        result_json = _encode(result, f'result of call {seq}')
-
-        def write(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(
-                'UPDATE calls SET status = ?, result_json = ?, error = ?, duration = ? '
-                'WHERE run_id = ? AND seq = ?',
-                (status, result_json, error, duration, run_id, seq),
-            )
-            if cursor.rowcount == 0:
-                raise StoreError(f'run {run_id!r} has no call {seq} to finish: call_started() first.')
-            conn.execute('UPDATE runs SET updated = ? WHERE run_id = ?', (time.time(), run_id))
-
-        self._write(write)
-
-    def put_calls(self, calls: Iterable[CallRow], *, snapshot: PendingSnapshot | None = None) -> None:
-        """Write whole call rows in one transaction (INSERT OR REPLACE), e.g. a fork's copied prefix.
-
-        Every row's run must exist; its `calls_count` is brought up to date. With `snapshot`, the
-        snapshot is stored in the same transaction, after the rows it depends on (one fsync, not two).
-        """
-        rows = []
-        for call in calls:
-            _check_status(call.status)
-            if call.source not in CALL_SOURCES:
-                raise ValueError(
-                    f'unknown call source {call.source!r}; expected one of {sorted(CALL_SOURCES)}.'
-                )
-            rows.append(
-                (
-                    call.run_id, call.seq, call.callee,
-                    _encode_required(call.arguments, f'arguments of call {call.seq}'), call.line,
-                    call.status, _encode(call.result, f'result of call {call.seq}'), call.error, call.started,
-                    call.duration, call.attempt, call.source, int(call.side_effect),
-                )
-            )  # fmt: skip
-        snapshot_row = self._snapshot_row(snapshot) if snapshot is not None else None
+        rows = [_call_to_db(run_id, call) for call in calls]
+        snapshot_row = self._snapshot_row(run_id, snapshot) if snapshot is not None else None
         if not rows and snapshot_row is None:
-            return
+            return None
         # seq runs 1..n within a run, so the highest seq written is the run's call count.
-        highest: dict[str, int] = {}
-        for row in rows:
-            highest[row[0]] = max(highest.get(row[0], 0), row[1])
+        top = max((row[1] for row in rows), default=0)
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> int | None:
             conn.executemany(
                 f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}) VALUES ({", ".join("?" * 13)})', rows
             )
-            now = time.time()
-            for run_id, top in highest.items():
-                cursor = conn.execute(
-                    'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?',
-                    (top, now, run_id),
-                )
-                if cursor.rowcount == 0:
-                    raise StoreError(
-                        f'no run {run_id!r} in {self.path}: create_run() before journaling calls.'
-                    )
-            if snapshot_row is not None:
-                self._insert_snapshot(conn, snapshot_row)
+            cursor = conn.execute(
+                'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?',
+                (top, time.time(), run_id),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
+            return self._insert_snapshot(conn, snapshot_row) if snapshot_row is not None else None
 
-        self._write(write)
+        return self._write(write)
 
-    def calls(self, run_id: str) -> list[CallRow]:
+    def calls(self, run_id: str) -> list[CallRecord]:
         """The run's journal, ordered by `seq`."""
         return self._read(
             lambda conn: [
@@ -465,27 +375,15 @@ class RunStore:
 
     # -- snapshots -------------------------------------------------------------------------------
 
-    def put_snapshot(
-        self,
-        run_id: str,
-        after_seq: int,
-        blob: bytes,
-        ledger: list[dict[str, Any]],
-        created: float | None = None,
-    ) -> int:
-        """Seal a Monty dump (`blob`) with the pending-call `ledger`; returns the snapshot id."""
-        row = self._snapshot_row(PendingSnapshot(run_id, after_seq, blob, ledger), created)
-        return self._write(lambda conn: self._insert_snapshot(conn, row))
-
-    def _snapshot_row(self, snapshot: PendingSnapshot, created: float | None = None) -> tuple[Any, ...]:
+    def _snapshot_row(self, run_id: str, snapshot: Checkpoint) -> tuple[Any, ...]:
         ledger = snapshot.ledger
         if not isinstance(ledger, list) or not all(isinstance(entry, dict) for entry in ledger):
             raise TypeError('a snapshot ledger is a list of dicts {call_id, seq, callee, arguments, line}.')
         ledger_json = _encode_required(ledger, 'snapshot ledger')
-        sealed = self.seal(snapshot.blob)
+        sealed = self.seal(snapshot.dump)
         return (
-            snapshot.run_id, snapshot.after_seq, sealed, ledger_json, _monty_format(snapshot.blob), STORE_FORMAT,
-            len(sealed), hashlib.sha256(sealed).hexdigest(), time.time() if created is None else created,
+            run_id, snapshot.after_seq, sealed, ledger_json, _monty_format(snapshot.dump), STORE_FORMAT,
+            len(sealed), hashlib.sha256(sealed).hexdigest(), time.time(),
         )  # fmt: skip
 
     def _insert_snapshot(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
@@ -531,7 +429,7 @@ class RunStore:
 
     # -- offline traces --------------------------------------------------------------------------
 
-    def add_spans(self, run_id: str, spans: list[dict[str, Any]]) -> None:
+    def add_spans(self, run_id: str, spans: list[SpanDict]) -> None:
         """Append a batch of span dicts; values that are not JSON are stored as their `str`."""
         spans_json = json.dumps(spans, ensure_ascii=False, separators=(',', ':'), default=str)
         self._write(
@@ -541,7 +439,7 @@ class RunStore:
             )
         )
 
-    def spans(self, run_id: str) -> list[dict[str, Any]]:
+    def spans(self, run_id: str) -> list[SpanDict]:
         """Every span stored for the run, batches in the order they were added."""
         batches = self._read(
             lambda conn: conn.execute(
@@ -779,21 +677,34 @@ def _decode(text: str | None) -> Any:
 
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
-    (run_id, script, stubs_digest, status, created, updated, prompt, value_json, error, duration,
+    (run_id, script, status, created, updated, prompt, value_json, error, duration,
      parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count) = row  # fmt: skip
     return RunRow(
-        run_id=run_id, script=script, stubs_digest=stubs_digest, status=status, created=created,
+        run_id=run_id, script=script, status=status, created=created,
         updated=updated, prompt=prompt, value=_decode(value_json), error=error, duration=duration,
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=_decode(inputs_json), calls_count=calls_count,
     )  # fmt: skip
 
 
-def _call_from_db(row: tuple[Any, ...]) -> CallRow:
-    (run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, attempt,
+def _call_to_db(run_id: str, call: CallRecord) -> tuple[Any, ...]:
+    """The one converter from a call record to its row (refusing what would not read back equal)."""
+    _check_status(call.status)
+    if call.source not in CALL_SOURCES:
+        raise ValueError(f'unknown call source {call.source!r}; expected one of {sorted(CALL_SOURCES)}.')
+    return (
+        run_id, call.seq, call.callee, _encode_required(call.arguments, f'arguments of call {call.seq}'), call.line,
+        call.status, _encode(call.result if call.status == 'ok' else None, f'result of call {call.seq}'), call.error,
+        call.started, call.duration, call.attempt, call.source, int(call.side_effect),
+    )  # fmt: skip
+
+
+def _call_from_db(row: tuple[Any, ...]) -> CallRecord:
+    """The one converter back: a journal row as the record the engine works with."""
+    (_run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, attempt,
      source, side_effect) = row  # fmt: skip
-    return CallRow(
-        run_id=run_id, seq=seq, callee=callee, arguments=json.loads(arguments_json), line=line, status=status,
+    return CallRecord(
+        seq=seq, callee=callee, arguments=json.loads(arguments_json), line=line, status=status,
         result=_decode(result_json), error=error, started=started, duration=duration, attempt=attempt,
         source=source, side_effect=bool(side_effect),
     )  # fmt: skip

@@ -10,8 +10,8 @@ one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from collections import OrderedDict
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field, TypeAdapter
 from pydantic_ai import RunContext, ToolDefinition
@@ -20,12 +20,8 @@ from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, 
 from typing_extensions import TypedDict
 
 from ._context import RunScope
-from ._errors import BudgetExceeded, CompletedCall, WorkflowError
-from ._events import EventHandler
-from ._values import preview
-
-if TYPE_CHECKING:
-    from ._engine import Harness
+from ._errors import BudgetExceeded, WorkflowError
+from ._records import CallRecord, EventHandler, WorkflowResult, preview
 
 TOOL_NAME = 'run_workflow'
 MAX_COMPLETED_SHOWN = 20
@@ -80,7 +76,7 @@ def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | 
     return f'{RULES}\n\n{budget}\n\nAvailable functions:\n\n```python\n{stubs}```'
 
 
-def completed_section(completed: list[CompletedCall]) -> str:
+def completed_section(completed: list[CallRecord]) -> str:
     """A bounded list of results a retry can reuse instead of paying for them again."""
     if not completed:
         return ''
@@ -103,16 +99,32 @@ def printed_section(printed: str) -> str:
     return f'\n\nPrinted before the failure:\n{text}'
 
 
-class WorkflowToolset(AbstractToolset[Any]):
-    """A toolset with the single tool `run_workflow`, backed by a `Harness`."""
+class WorkflowHost(Protocol):
+    """What the tool needs of a `Harness`: its catalog, its budgets, and a way to run a script."""
 
-    def __init__(
-        self, harness: Harness, *, on_event: EventHandler | None = None, max_retries: int | None = None
-    ) -> None:
-        self.harness = harness
-        self.on_event = on_event
-        self.max_retries = harness.max_retries if max_retries is None else max_retries
-        self._scopes: OrderedDict[str, RunScope] = OrderedDict()
+    max_agent_calls: int
+    max_tool_calls: int | None
+    max_retries: int
+
+    def stubs(self) -> str: ...
+
+    def new_scope(self, **kwargs: Any) -> RunScope: ...
+
+    async def run(self, code: str, *, scope: RunScope | None = None,
+                  on_event: EventHandler | None = None) -> WorkflowResult: ...
+
+
+@dataclass
+class WorkflowToolset(AbstractToolset[Any]):
+    """A toolset with the single tool `run_workflow`, backed by a `Harness`.
+
+    pydantic-ai asks for a fresh copy per agent run (`for_run`); the copy holds that run's
+    `RunScope`, so every script of one orchestrator run shares one budget.
+    """
+
+    harness: WorkflowHost
+    on_event: EventHandler | None = None
+    scope: RunScope | None = None
 
     @property
     def id(self) -> str | None:
@@ -121,6 +133,17 @@ class WorkflowToolset(AbstractToolset[Any]):
     def description(self) -> str:
         h = self.harness
         return tool_description(h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls)
+
+    async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
+        prompt = ctx.prompt.strip() if isinstance(ctx.prompt, str) else ''
+        scope = self.harness.new_scope(
+            deps=ctx.deps,
+            usage=ctx.usage,
+            model=ctx.model,
+            orchestrator_run_id=ctx.run_id,
+            prompt=prompt.splitlines()[0][:200] if prompt else None,
+        )
+        return WorkflowToolset(self.harness, on_event=self.on_event, scope=scope)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if _in_workflow.get():
@@ -133,35 +156,18 @@ class WorkflowToolset(AbstractToolset[Any]):
         )
         return {
             TOOL_NAME: ToolsetTool(
-                toolset=self, tool_def=tool_def, max_retries=self.max_retries, args_validator=_ARGS_VALIDATOR
+                toolset=self, tool_def=tool_def, max_retries=self.harness.max_retries, args_validator=_ARGS_VALIDATOR
             )
         }
-
-    def scope_for(self, ctx: RunContext[Any]) -> RunScope:
-        """One scope (budget, deps, usage) per orchestrator run, found again by its run id."""
-        key = ctx.run_id or str(id(ctx.usage))
-        scope = self._scopes.get(key)
-        if scope is None:
-            prompt = ctx.prompt if isinstance(ctx.prompt, str) else None
-            scope = self.harness.new_scope(
-                deps=ctx.deps,
-                usage=ctx.usage,
-                model=ctx.model,
-                orchestrator_run_id=ctx.run_id,
-                prompt=prompt.strip().splitlines()[0][:200] if prompt and prompt.strip() else None,
-            )
-            self._scopes[key] = scope
-            while len(self._scopes) > 256:
-                self._scopes.popitem(last=False)
-        return scope
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        scope = self.scope_for(ctx)
+        if self.scope is None:  # called without an agent run (for_run): one scope for this call
+            self.scope = (await self.for_run(ctx)).scope
         token = _in_workflow.set(True)
         try:
-            result = await self.harness.run(tool_args['code'], scope=scope, on_event=self.on_event)
+            result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:
             # Not a retry: a retry cannot succeed once the budget is spent.
             return f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}'

@@ -23,7 +23,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-SpanDict = Mapping[str, Any]
+from ._records import SpanDict, preview
 
 PREVIEW_CHARS = 60
 
@@ -87,7 +87,7 @@ def span_label(span: SpanDict) -> Text:
     text.append(f'  {format_duration(duration_of(span))}', style='dim')
     if failed:
         error = span.get('error')
-        text.append('  error' + (f': {_preview(error)}' if error else ''), style='red')
+        text.append('  error' + (f': {_line(error)}' if error else ''), style='red')
     else:
         text.append('  ok', style='green')
     details = _details(span, attrs)
@@ -235,9 +235,9 @@ def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
         if attrs.get('harness.seq') is not None:
             out.append(f'#{attrs["harness.seq"]}')
         if attrs.get('harness.arguments') is not None:
-            out.append(f'args={_preview(attrs["harness.arguments"])}')
+            out.append(f'args={_line(attrs["harness.arguments"])}')
         if attrs.get('harness.result_preview') is not None:
-            out.append(f'-> {_preview(attrs["harness.result_preview"])}')
+            out.append(f'-> {_line(attrs["harness.result_preview"])}')
         attempt = _int(attrs.get('harness.attempt'))
         if attempt is not None and attempt > 1:
             out.append(f'attempt {attempt}')
@@ -250,7 +250,7 @@ def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
     elif kind == 'run':
         for key, label in (('harness.status', 'status'), ('harness.budget_used', 'budget')):
             if attrs.get(key) is not None:
-                out.append(f'{label}={_preview(attrs[key])}')
+                out.append(f'{label}={_line(attrs[key])}')
     model = attrs.get('gen_ai.request.model') or attrs.get('gen_ai.response.model')
     if model and kind != 'call':
         out.append(f'model={model}')
@@ -307,10 +307,9 @@ def _loops(node: Node, nodes: Mapping[str, Node]) -> bool:
     return False
 
 
-def _preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = ' '.join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + '…'
+def _line(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A value on one line of the view: whitespace collapsed, cut to `limit`."""
+    return preview(' '.join(value.split()) if isinstance(value, str) else value, limit, as_text=True)
 
 
 def _seq(span: SpanDict) -> float:

@@ -46,7 +46,6 @@ from collections import OrderedDict
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -54,6 +53,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ._records import SpanDict, preview
 
 RUN_ID_ATTRIBUTE = 'harness.run_id'
 KEPT_PREFIXES: tuple[str, ...] = ('harness.',)
@@ -70,9 +71,6 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
 )
 OFF_VALUES = frozenset({'off', '0', 'false', 'no'})
 
-SpanDict = dict[str, Any]
-"""One finished span: `name`, `span_id`, `parent_span_id` (hex or None), `trace_id`, `start` and
-`end` (unix seconds), `status` (`'ok'` or `'error'`), `error` (message or None), `attributes`."""
 
 TracingMode = Literal['logfire', 'user-logfire', 'user-opentelemetry', 'off']
 
@@ -168,14 +166,14 @@ def span_to_dict(span: ReadableSpan, *, value_limit: int = 500) -> SpanDict:
     start = (span.start_time or 0) / 1e9
     end = span.end_time / 1e9 if span.end_time is not None else start
     return {
-        'name': _truncate(name, value_limit),
+        'name': preview(name, value_limit, as_text=True),
         'span_id': format(ctx.span_id, '016x'),
         'parent_span_id': format(span.parent.span_id, '016x') if span.parent is not None else None,
         'trace_id': format(ctx.trace_id, '032x'),
         'start': start,
         'end': end,
         'status': 'error' if failed else 'ok',
-        'error': _truncate(_error_message(span), value_limit) if failed else None,
+        'error': preview(_error_message(span), value_limit, as_text=True) if failed else None,
         'attributes': {
             key: _compact(value, value_limit)
             for key, value in attributes.items()
@@ -189,49 +187,37 @@ RECORDER = RunSpanRecorder()
 
 _lock = threading.Lock()
 _mode: TracingMode | None = None
+_recorded: list[object] = []
+"""Providers `RECORDER` was added to: added twice, it would store every span of a run twice."""
 
 
-def configure_tracing(*, service_name: str = 'harness', console: bool = False) -> None:
-    """Set up tracing once per process (later calls do nothing); see the module docstring.
+def configure_tracing(*, service_name: str = 'harness', console: bool = False) -> TracingMode:
+    """Set up tracing once per process (later calls return what the first did); see the module docstring.
 
+    Returns the branch taken: `'logfire'` (it configured logfire itself), `'user-logfire'` /
+    `'user-opentelemetry'` (it found the user's setup and only added `RECORDER`), or `'off'`.
     `console=True` also prints spans to the terminal (logfire's console exporter, styled by the
     `LOGFIRE_CONSOLE_*` variables); it applies only when this call is the one configuring logfire.
     `LOGFIRE_SEND_TO_LOGFIRE=false` is honoured: then not even a token sends anything to Logfire.
     """
     global _mode
     with _lock:
-        if _mode is not None:
-            return
-        _mode = _configure(service_name=service_name, console=console)
-
-
-def tracing_mode() -> TracingMode | None:
-    """What `configure_tracing` did: `None` before it ran, else the branch it took.
-
-    `'logfire'`: it configured logfire itself; `'user-logfire'` / `'user-opentelemetry'`: it found
-    the user's setup and only added `RECORDER`; `'off'`: `HARNESS_TRACING` disabled tracing.
-    """
-    return _mode
+        if _mode is None:
+            _mode = _configure(service_name=service_name, console=console)
+        return _mode
 
 
 def _configure(*, service_name: str, console: bool) -> TracingMode:
     if os.environ.get('HARNESS_TRACING', '').strip().lower() in OFF_VALUES:
         return 'off'
-    import logfire
-
-    if _logfire_is_configured():
-        logfire_provider = logfire.DEFAULT_LOGFIRE_INSTANCE.config.get_tracer_provider()
-        _add_recorder(logfire_provider)
-        global_provider = trace.get_tracer_provider()
-        if global_provider is not logfire_provider:
-            _add_recorder(global_provider)
-        if not _pydantic_ai_is_instrumented():
-            logfire.instrument_pydantic_ai()
-        return 'user-logfire'
     provider = trace.get_tracer_provider()
     if not isinstance(provider, trace.ProxyTracerProvider):
-        _add_recorder(provider)
-        return 'user-opentelemetry'
+        # The user set tracing up (logfire.configure, or an OpenTelemetry SDK): keep it as it is,
+        # pydantic-ai's instrumentation included.
+        install_recorder(provider)
+        return 'user-logfire' if type(provider).__module__.startswith('logfire') else 'user-opentelemetry'
+    import logfire
+
     send_to_logfire: bool | Literal['if-token-present'] = 'if-token-present'
     if os.environ.get('LOGFIRE_SEND_TO_LOGFIRE', '').strip().lower() in OFF_VALUES:
         send_to_logfire = False
@@ -243,30 +229,21 @@ def _configure(*, service_name: str, console: bool) -> TracingMode:
     )
     # Added to the provider rather than through `additional_span_processors`, which would wrap it in
     # logfire's scrubber: the offline view then shows what the run store already holds in full.
-    _add_recorder(logfire.DEFAULT_LOGFIRE_INSTANCE.config.get_tracer_provider())
+    install_recorder(trace.get_tracer_provider())
     logfire.instrument_pydantic_ai()
     return 'logfire'
 
 
-def _logfire_is_configured() -> bool:
-    import logfire
+def install_recorder(provider: object | None = None) -> None:
+    """Add `RECORDER` to `provider` (default: the global one) unless it is there already.
 
-    return bool(getattr(logfire.DEFAULT_LOGFIRE_INSTANCE.config, '_initialized', False))
-
-
-def _add_recorder(provider: object) -> None:
-    # Once per provider: added twice, RECORDER would store every span carrying `harness.run_id` twice.
-    inner = getattr(provider, 'provider', provider)  # logfire wraps the SDK provider
-    processors = getattr(getattr(inner, '_active_span_processor', None), '_span_processors', ())
-    add = getattr(provider, 'add_span_processor', None)
-    if callable(add) and RECORDER not in processors:
+    For when logfire or OpenTelemetry was (re)configured after `configure_tracing` ran.
+    """
+    target = provider or trace.get_tracer_provider()
+    add = getattr(target, 'add_span_processor', None)
+    if callable(add) and not any(p is target for p in _recorded):
         add(RECORDER)
-
-
-def _pydantic_ai_is_instrumented() -> bool:
-    from pydantic_ai import Agent
-
-    return Agent._instrument_default is not False  # pyright: ignore[reportPrivateUsage]
+        _recorded.append(target)
 
 
 def current_traceparent() -> str | None:
@@ -292,27 +269,6 @@ def attach_traceparent(traceparent: str | None) -> Generator[None]:
         otel_context.detach(token)
 
 
-def logfire_link(trace_id: str | None = None) -> str | None:
-    """A link to the Logfire project (to one trace with `trace_id`), or None without a token.
-
-    Best effort: the project URL is known from the credentials file at once, and from a token only
-    after logfire has validated it in the background (shortly after `configure_tracing`).
-    """
-    try:
-        import logfire
-
-        url = logfire.DEFAULT_LOGFIRE_INSTANCE.config._project_url  # pyright: ignore[reportPrivateUsage]
-    except Exception:
-        return None
-    if not isinstance(url, str) or not url:
-        return None
-    url = url.rstrip('/')
-    if trace_id:
-        query = urlencode({'q': f"trace_id='{trace_id}'"})
-        return f'{url}?{query}'
-    return url
-
-
 def _run_id_of(attributes: Mapping[str, Any] | None) -> str | None:
     if not attributes:
         return None
@@ -331,41 +287,16 @@ def _error_message(span: ReadableSpan) -> str:
     return 'error'
 
 
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + '…'
-
-
 def _compact(value: Any, limit: int) -> Any:
     if isinstance(value, str):
-        return _truncate(value, limit)
+        return preview(value, limit, as_text=True)
     if isinstance(value, bool | int | float) or value is None:
         return value
     items = list(value) if isinstance(value, list | tuple) else value
     text = json.dumps(items, ensure_ascii=False, default=str)
-    return items if len(text) <= limit else _truncate(text, limit)
+    return items if len(text) <= limit else preview(text, limit, as_text=True)
 
 
 # -- the engine's spans ---------------------------------------------------------------------------
 
 TRACER = trace.get_tracer('harness')
-
-
-def install_recorder(provider: object | None = None) -> None:
-    """Add `RECORDER` to `provider` (default: the global one) unless it is there already.
-
-    For when logfire or OpenTelemetry was (re)configured after `configure_tracing` ran.
-    """
-    target = provider or trace.get_tracer_provider()
-    inner = getattr(target, 'provider', target)  # logfire wraps the SDK provider
-    processors = getattr(getattr(inner, '_active_span_processor', None), '_span_processors', ())
-    if RECORDER not in processors:
-        _add_recorder(target)
-
-
-def json_attr(value: Any, limit: int = 2_000) -> str:
-    """A JSON rendering for a span attribute, bounded."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str, separators=(',', ':'))
-    except (TypeError, ValueError):
-        text = f'<{type(value).__name__}>'
-    return _truncate(text, limit)

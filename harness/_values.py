@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_core import PydanticSerializationError
+from pydantic import JsonValue
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 PLAIN_SCALARS = (type(None), bool, int, float, str)
 
@@ -49,12 +49,6 @@ def _check_plain(value: Any) -> Any:
     raise NotPlainData(type(value).__name__)
 
 
-def preview(value: Any, limit: int = 300) -> str:
-    """A bounded, JSON-ish preview of plain data for messages a model reads."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, separators=(',', ':'), default=str)
-    except (TypeError, ValueError):
-        text = f'<{type(value).__name__}>'
-    if len(text) > limit:
-        return text[: limit - 15] + ' ...[truncated]'
-    return text
+def jsonable(value: Any) -> JsonValue:
+    """Plain JSON data for the store: what cannot be converted is named by its type, never its repr."""
+    return to_jsonable_python(value, fallback=lambda v: f'<{type(v).__name__}>')

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.models.test import TestModel
 
 from harness import Harness, RegistrationError
@@ -114,9 +115,9 @@ def test_params_model_fields_become_keyword_parameters_and_docs():
 
 
 def test_invalid_settings_name_the_fix():
-    with pytest.raises(ValueError, match='max_agent_calls must be at least 1'):
+    with pytest.raises(UserError, match='max_agent_calls must be at least 1'):
         Harness(store=':memory:', max_agent_calls=0)
-    with pytest.raises(ValueError, match='unknown sandbox limit'):
+    with pytest.raises(UserError, match='unknown sandbox limit'):
         Harness(store=':memory:', limits={'max_durations_secs': 1})
 
 

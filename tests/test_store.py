@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import CallRecord
 from harness import _store as store_module
 from harness._errors import SnapshotError
 from harness._store import (
@@ -22,7 +23,7 @@ from harness._store import (
     MIGRATIONS,
     STORE_FORMAT,
     SUPPORTED_MONTY_FORMAT,
-    CallRow,
+    Checkpoint,
     RunRow,
     RunStore,
     StoreError,
@@ -46,6 +47,12 @@ def store(db: Path):
         yield s
 
 
+def put_snapshot(store: RunStore, run_id: str, after_seq: int, dump: bytes, ledger: list | None = None) -> int:
+    snapshot_id = store.put_calls(run_id, [], snapshot=Checkpoint(after_seq, dump, ledger or []))
+    assert snapshot_id is not None
+    return snapshot_id
+
+
 def raw(db: Path) -> sqlite3.Connection:
     """A plain connection to the store file, for inspecting and damaging it behind the store's back."""
     return sqlite3.connect(db, isolation_level=None, check_same_thread=False)
@@ -56,7 +63,7 @@ def raw(db: Path) -> sqlite3.Connection:
 
 def test_run_round_trip_and_persistence(db: Path) -> None:
     run = RunRow(
-        run_id='r-1', script='x = await f()\nx', stubs_digest='abc', status='completed', created=100.0,
+        run_id='r-1', script='x = await f()\nx', status='completed', created=100.0,
         prompt='Review the repo', value={'ok': True, 'items': (1, 2.5, None, 'é')}, error=None, duration=1.5,
         parent_run_id='r-0', fork_at=3, orchestrator_run_id='o-1', inputs={'files': ['a.py']},
         trace_context='00-' + 'a' * 32 + '-' + 'b' * 16 + '-01',
@@ -68,9 +75,7 @@ def test_run_round_trip_and_persistence(db: Path) -> None:
         got = s.get_run('r-1')
     assert got is not None
     assert got.value == {'ok': True, 'items': [1, 2.5, None, 'é']}  # tuples come back as lists
-    assert (got.script, got.stubs_digest, got.status, got.created, got.updated) == (
-        run.script, 'abc', 'completed', 100.0, 100.0,
-    )  # fmt: skip
+    assert (got.script, got.status, got.created, got.updated) == (run.script, 'completed', 100.0, 100.0)
     assert (got.prompt, got.duration, got.parent_run_id, got.fork_at, got.orchestrator_run_id) == (
         'Review the repo', 1.5, 'r-0', 3, 'o-1',
     )  # fmt: skip
@@ -151,34 +156,33 @@ def test_prefix_lookup_odd_characters(store: RunStore) -> None:
 
 def test_calls_round_trip(store: RunStore) -> None:
     store.create_run(RunRow('r'))
-    store.call_started('r', 2, 'lint', {'path': 'b.py', 'opts': ('x', 1)}, line=4, started=2.0)
-    store.call_started(
-        'r', 1, 'reviewer', {'task': 'look'}, line=3, attempt=2, source='resumed', side_effect=True,
-        started=1.0,
+    first = CallRecord(
+        seq=1, callee='reviewer', arguments={'task': 'look'}, line=3, status='ok',
+        result={'score': 0.5, 'notes': ('a', 'b')}, started=1.0, duration=0.25, attempt=2, source='resumed',
+        side_effect=True,
     )  # fmt: skip
-    store.call_finished('r', 1, 'ok', result={'score': 0.5, 'notes': ('a', 'b')}, duration=0.25)
-    store.call_finished('r', 2, 'error', error='ValueError: nope', duration=0.1)
+    second = CallRecord(seq=2, callee='lint', arguments={'path': 'b.py', 'opts': ('x', 1)}, line=4, status='error',
+                        result='ignored: not ok', error='ValueError: nope', started=2.0, duration=0.1)
+    store.put_calls('r', [second, first])
     calls = store.calls('r')
     assert [c.seq for c in calls] == [1, 2]
-    first, second = calls
-    assert first == CallRow(
-        run_id='r', seq=1, callee='reviewer', arguments={'task': 'look'}, line=3, status='ok',
+    assert calls[0] == CallRecord(
+        seq=1, callee='reviewer', arguments={'task': 'look'}, line=3, status='ok',
         result={'score': 0.5, 'notes': ['a', 'b']}, error=None, started=1.0, duration=0.25, attempt=2,
         source='resumed', side_effect=True,
     )  # fmt: skip
-    assert second.arguments == {'path': 'b.py', 'opts': ['x', 1]}
-    assert (second.status, second.error, second.result, second.side_effect) == (
+    assert calls[1].arguments == {'path': 'b.py', 'opts': ['x', 1]}
+    assert (calls[1].status, calls[1].error, calls[1].result, calls[1].side_effect) == (
         'error', 'ValueError: nope', None, False,
     )  # fmt: skip
     assert store.get_run('r').calls_count == 2  # type: ignore[union-attr]
     assert store.calls('other') == []
 
 
-def test_call_started_replaces_a_retry(store: RunStore) -> None:
+def test_a_retry_replaces_its_row(store: RunStore) -> None:
     store.create_run(RunRow('r'))
-    store.call_started('r', 1, 'f', {}, started=1.0)
-    store.call_finished('r', 1, 'error', error='flaky')
-    store.call_started('r', 1, 'f', {}, attempt=2, started=2.0)
+    store.put_calls('r', [CallRecord(1, 'f', {}, None, status='error', error='flaky', started=1.0)])
+    store.put_calls('r', [CallRecord(1, 'f', {}, None, attempt=2, started=2.0)])
     (call,) = store.calls('r')
     assert (call.status, call.error, call.attempt, call.started) == ('running', None, 2, 2.0)
     assert store.get_run('r').calls_count == 1  # type: ignore[union-attr]
@@ -187,31 +191,29 @@ def test_call_started_replaces_a_retry(store: RunStore) -> None:
 def test_call_journal_refuses_bad_input(store: RunStore) -> None:
     store.create_run(RunRow('r'))
     with pytest.raises(StoreError, match='create_run'):
-        store.call_started('missing', 1, 'f', {})
-    with pytest.raises(StoreError, match='call_started'):
-        store.call_finished('r', 9, 'ok', result=1)
+        store.put_calls('missing', [CallRecord(1, 'f', {}, None)])
     with pytest.raises(ValueError, match='unknown call status'):
-        store.call_finished('r', 1, 'done')  # type: ignore[arg-type]
+        store.put_calls('r', [CallRecord(1, 'f', {}, None, status='done')])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match='unknown call source'):
-        store.call_started('r', 1, 'f', {}, source='magic')  # type: ignore[arg-type]
-    store.call_started('r', 1, 'f', {})
+        store.put_calls('r', [CallRecord(1, 'f', {}, None, source='magic')])  # type: ignore[arg-type]
+    store.put_calls('r', [CallRecord(1, 'f', {}, None)])
     with pytest.raises(TypeError, match='result of call 1: object is not plain data'):
-        store.call_finished('r', 1, 'ok', result=object())
+        store.put_calls('r', [CallRecord(1, 'f', {}, None, status='ok', result=object())])  # type: ignore[arg-type]
     assert store.calls('r')[0].status == 'running'
 
 
 def test_put_calls_in_one_transaction(store: RunStore) -> None:
     store.create_run(RunRow('fork'))
-    store.put_calls(
-        CallRow('fork', seq, 'f', {'i': seq}, status='ok', result=seq * 10, source='forked')
-        for seq in (1, 2, 3)
-    )
+    store.put_calls('fork', (CallRecord(seq, 'f', {'i': seq}, None, status='ok', result=seq * 10, source='forked')
+                             for seq in (1, 2, 3)))
     assert [(c.seq, c.result, c.source) for c in store.calls('fork')] == [
         (1, 10, 'forked'), (2, 20, 'forked'), (3, 30, 'forked'),
     ]  # fmt: skip
     assert store.get_run('fork').calls_count == 3  # type: ignore[union-attr]
-    with pytest.raises(StoreError):
-        store.put_calls([CallRow('fork', 4, 'f', {}), CallRow('nope', 1, 'f', {})])
+    with pytest.raises(TypeError):
+        store.put_calls('fork', [CallRecord(4, 'f', {}, None), CallRecord(5, 'f', {'x': object()}, None)])
+    with pytest.raises(ValueError, match='not a Monty dump'):  # a bad snapshot rolls its calls back too
+        store.put_calls('fork', [CallRecord(4, 'f', {}, None)], snapshot=Checkpoint(4, b'junk', []))
     assert len(store.calls('fork')) == 3  # the whole batch rolled back
 
 
@@ -223,9 +225,9 @@ def test_snapshot_round_trip(db: Path) -> None:
     with RunStore(db) as s:
         s.create_run(RunRow('r'))
         assert s.latest_snapshot('r') is None
-        first = s.put_snapshot('r', 0, fake_dump(b'zero'), [])
-        second = s.put_snapshot('r', 2, fake_dump(b'two'), ledger)
-        third = s.put_snapshot('r', 4, fake_dump(b'four'), [])
+        first = put_snapshot(s, 'r', 0, fake_dump(b'zero'), [])
+        second = put_snapshot(s, 'r', 2, fake_dump(b'two'), ledger)
+        third = put_snapshot(s, 'r', 4, fake_dump(b'four'), [])
         assert first < second < third
     with RunStore(db) as s:  # the key persists: a reopened store verifies its own blobs
         latest = s.latest_snapshot('r')
@@ -243,13 +245,13 @@ def test_snapshot_round_trip(db: Path) -> None:
 def test_snapshot_refuses_what_is_not_a_monty_dump(store: RunStore) -> None:
     store.create_run(RunRow('r'))
     with pytest.raises(ValueError, match='not a Monty dump'):
-        store.put_snapshot('r', 0, b'pickle bytes', [])
+        put_snapshot(store, 'r', 0, b'pickle bytes', [])
     with pytest.raises(ValueError, match='newer than the 14'):
-        store.put_snapshot('r', 0, fake_dump(version=15), [])
+        put_snapshot(store, 'r', 0, fake_dump(version=15), [])
     with pytest.raises(StoreError, match='create_run'):
-        store.put_snapshot('missing', 0, fake_dump(), [])
+        put_snapshot(store, 'missing', 0, fake_dump(), [])
     with pytest.raises(TypeError, match='ledger'):
-        store.put_snapshot('r', 0, fake_dump(), {'call_id': 1})  # type: ignore[arg-type]
+        put_snapshot(store, 'r', 0, fake_dump(), {'call_id': 1})  # type: ignore[arg-type]
 
 
 def test_real_monty_dump_round_trip(store: RunStore) -> None:
@@ -265,7 +267,7 @@ def test_real_monty_dump_round_trip(store: RunStore) -> None:
     time.sleep(0.05)  # MONTY_NOTES.md: let the closed pool settle
     assert dump.startswith(b'MONTY\x00') and int.from_bytes(dump[6:8], 'little') == SUPPORTED_MONTY_FORMAT
     store.create_run(RunRow('r'))
-    store.put_snapshot('r', 0, dump, [{'call_id': 0, 'seq': 1, 'callee': 'f', 'arguments': {}, 'line': 1}])
+    put_snapshot(store, 'r', 0, dump, [{'call_id': 0, 'seq': 1, 'callee': 'f', 'arguments': {}, 'line': 1}])
     assert store.latest_snapshot('r').dump == dump  # type: ignore[union-attr]
 
 
@@ -301,7 +303,7 @@ def test_forward_migration_keeps_data(db: Path, monkeypatch: pytest.MonkeyPatch)
     newer = [*MIGRATIONS, ('ALTER TABLE runs ADD COLUMN labels TEXT',)]
     monkeypatch.setattr(store_module, 'MIGRATIONS', newer)
     with RunStore(db) as s:
-        assert s.schema_version == 2
+        assert s.schema_version == len(newer)
         assert s._key == key
         assert s.get_run('old').script == '1'  # type: ignore[union-attr]
     columns = {r[1] for r in raw(db).execute('PRAGMA table_info(runs)')}
@@ -315,13 +317,13 @@ def test_failed_migration_rolls_back(db: Path, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(StoreError):
         RunStore(db)
     assert 'labels' not in {r[1] for r in raw(db).execute('PRAGMA table_info(runs)')}
-    assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('1',)
+    assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(len(MIGRATIONS)),)
 
 
 def test_newer_schema_is_refused(db: Path) -> None:
     RunStore(db).close()
     raw(db).execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    newer = r'schema version 99, newer than this harness knows \(1\).*Upgrade harness'
+    newer = r'schema version 99, newer than this harness knows \(2\).*Upgrade harness'
     with pytest.raises(StoreError, match=newer):
         RunStore(db)
     assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('99',)
@@ -370,7 +372,7 @@ def _error(store: RunStore) -> str:
 @pytest.fixture
 def sealed(db: Path, store: RunStore) -> int:
     store.create_run(RunRow('r'))
-    return store.put_snapshot('r', 1, fake_dump(), [])
+    return put_snapshot(store, 'r', 1, fake_dump(), [])
 
 
 def test_tamper_truncated(db: Path, store: RunStore, sealed: int) -> None:
@@ -410,7 +412,7 @@ def test_tamper_flipped_payload_with_recomputed_checksum(db: Path, store: RunSto
 def test_tamper_sealed_by_another_store(tmp_path: Path, db: Path, store: RunStore, sealed: int) -> None:
     with RunStore(tmp_path / 'other.db') as other:
         other.create_run(RunRow('r'))
-        foreign = _stored_blob(tmp_path / 'other.db', other.put_snapshot('r', 1, fake_dump(), []))
+        foreign = _stored_blob(tmp_path / 'other.db', put_snapshot(other, 'r', 1, fake_dump(), []))
         assert other.unseal(foreign) == fake_dump()
     _overwrite(db, sealed, foreign, with_checksum=True)  # the whole row copied across
     message = _error(store)
@@ -477,7 +479,8 @@ WRITER = textwrap.dedent(
     package = types.ModuleType('harness')
     package.__path__ = [str(root / 'harness')]
     sys.modules['harness'] = package
-    from harness._store import RunStore, RunRow
+    from harness._records import CallRecord
+    from harness._store import Checkpoint, RunStore, RunRow
 
     dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
     with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path
@@ -488,10 +491,11 @@ WRITER = textwrap.dedent(
             run_id = f'{tag}-{i:03d}'
             store.create_run(RunRow(run_id, script='x'))
             for seq in range(1, 6):
-                store.call_started(run_id, seq, 'f', {'i': i, 'seq': seq})
-                store.call_finished(run_id, seq, 'ok', result=[tag, i, seq], duration=0.0)
+                store.put_calls(run_id, [CallRecord(seq, 'f', {'i': i, 'seq': seq}, None)])
+                store.put_calls(run_id, [CallRecord(seq, 'f', {'i': i, 'seq': seq}, None, status='ok',
+                                                    result=[tag, i, seq], duration=0.0)])
             if i % 50 == 0:
-                store.put_snapshot(run_id, 5, dump, [])
+                store.put_calls(run_id, [], snapshot=Checkpoint(5, dump, []))
             store.update_run(run_id, status='completed', value=i)
     """
 )
@@ -564,8 +568,8 @@ def test_threads_share_one_store(store: RunStore) -> None:
             for i in range(30):
                 run_id = f't{tag}-{i}'
                 store.create_run(RunRow(run_id))
-                store.call_started(run_id, 1, 'f', {})
-                store.call_finished(run_id, 1, 'ok', result=i)
+                store.put_calls(run_id, [CallRecord(1, 'f', {}, None)])
+                store.put_calls(run_id, [CallRecord(1, 'f', {}, None, status='ok', result=i)])
                 assert store.get_run(run_id) is not None
         except BaseException as exc:
             errors.append(exc)

@@ -379,19 +379,14 @@ PROBE = textwrap.dedent(
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
-    import importlib.util
     import logfire
-
-    # Loaded by path: `import harness` would import pydantic-ai (slow) before tracing decides to.
-    spec = importlib.util.spec_from_file_location('harness_tracing', sys.argv[2])
-    tracing = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tracing)
+    from harness import _tracing as tracing
 
     scenario = sys.argv[1]
     if scenario == 'user-otel':
         trace.set_tracer_provider(TracerProvider())
-    tracing.configure_tracing()
-    tracing.configure_tracing()  # a second call does nothing
+    mode = tracing.configure_tracing()
+    assert tracing.configure_tracing() == mode  # a second call does nothing more
 
     def parts(obj, seen):
         if id(obj) in seen:
@@ -418,7 +413,7 @@ PROBE = textwrap.dedent(
             tracer.start_span('call x').end()
         spans = [s['name'] for s in tracing.RECORDER.drain('r1')]
     print(json.dumps({
-        'mode': tracing.tracing_mode(),
+        'mode': mode,
         'logfire_configured': config._initialized,
         'token': config.token,
         'recorder_installed': any(p is tracing.RECORDER for p in found),
@@ -429,7 +424,6 @@ PROBE = textwrap.dedent(
             'pydantic_ai' in sys.modules and sys.modules['pydantic_ai'].Agent._instrument_default is not False
         ),
         'spans': spans,
-        'link': tracing.logfire_link(),
     }))
     """
 )
@@ -450,7 +444,7 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
     running = {}
     for name, (scenario, env) in SCENARIOS.items():
         running[name] = subprocess.Popen(
-            [sys.executable, '-c', PROBE, scenario, str(ROOT / 'harness' / 'tracing.py')],
+            [sys.executable, '-c', PROBE, scenario],
             cwd=tmp_path_factory.mktemp(name),  # no .logfire credentials file here
             env={**clean, **env},
             stdout=subprocess.PIPE,
@@ -476,7 +470,6 @@ def test_configure_tracing_without_token_or_endpoint_sends_nothing(probes: dict[
     assert report['recorder_installed'] is True
     assert report['pydantic_ai_instrumented'] is True
     assert report['spans'] == ['run_workflow r1', 'call x']
-    assert report['link'] is None
 
 
 def test_configure_tracing_honours_an_otlp_endpoint(probes: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,108 @@
+"""What the journal already knows about a run, and how resume, replay and fork answer calls from it.
+
+A `History` is consulted by the dispatcher for every call, in call order, before anything runs:
+it either answers the call from the journal (filling in the record) or says to run it live. It
+never runs anything itself.
+
+- `replay`: every call must be in the journal, in order, and is answered from it.
+- `resume`: journaled results are answered; calls that were in flight run again (a side-effecting
+  one only with `retry_unknown` or an explicit answer).
+- `fork`: calls before `fork_at` are answered from the parent's journal; `fork_at` is answered
+  with `answers[fork_at]`; later calls run live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._errors import NeedsDecision, ReplayDivergence
+from ._records import CallRecord, CallSource, Outcome, describe
+
+HistoryMode = Literal['replay', 'resume', 'fork']
+
+
+@dataclass
+class History:
+    mode: HistoryMode
+    calls: dict[int, CallRecord]
+    """The journal, by `seq`."""
+    answers: dict[int, Any] = field(default_factory=dict)
+    retry_unknown: bool = False
+    fork_at: int | None = None
+
+    @property
+    def source(self) -> CallSource:
+        return {'replay': 'replayed', 'resume': 'resumed', 'fork': 'forked'}[self.mode]
+
+    def answer(self, record: CallRecord) -> Outcome | None:
+        """Answer `record` from the journal (filling it in), or None to run it live.
+
+        Raises `ReplayDivergence` when the script no longer matches the journal and `NeedsDecision`
+        when a side-effecting call's outcome is unknown.
+        """
+        seq = record.seq
+        if self.fork_at is not None:
+            if seq == self.fork_at:
+                return answered(record, 'answered', result=self.answers[seq])
+            if seq > self.fork_at:
+                return None
+        row = self.calls.get(seq)
+        if row is None:
+            if self.mode == 'replay':
+                raise ReplayDivergence(
+                    f'call #{seq} {describe(record.callee, record.arguments)} is not in the journal: '
+                    'the script now makes more calls than the recorded run did.'
+                )
+            return None
+        if row.callee != record.callee or row.arguments != record.arguments:
+            raise ReplayDivergence(
+                f'call #{seq} diverges from the journal: the script now calls '
+                f'{describe(record.callee, record.arguments)}, the recorded run called '
+                f'{describe(row.callee, row.arguments)}.'
+            )
+        if seq in self.answers:
+            return answered(record, 'answered', result=self.answers[seq])
+        record.attempt = row.attempt
+        if row.status == 'ok':
+            return answered(record, self.source, result=row.result)
+        if row.status == 'error':
+            return answered(record, self.source, error=row.error or f'{row.callee} failed')
+        # In flight when the recorded run stopped: its outcome is unknown.
+        if self.mode == 'replay':
+            raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')
+        if (record.side_effect or row.side_effect) and not self.retry_unknown:
+            raise NeedsDecision(
+                f'call #{seq} {describe(row.callee, row.arguments)} has side effects and was in flight when the '
+                'run stopped, so its outcome is unknown. Resume with --retry-unknown to run it again, or '
+                f'--answer {seq}=JSON to supply its result.',
+                seq=seq,
+            )
+        record.attempt = row.attempt + 1
+        return None
+
+    def host_value(self, record: CallRecord) -> tuple[bool, Any]:
+        """A granted host value (the clock, entropy) as journaled: `(True, encoded)`, or `(False, None)`
+        when the run should produce a fresh one."""
+        row = self.calls.get(record.seq)
+        if row is not None and (self.fork_at is None or record.seq < self.fork_at):
+            if row.callee != record.callee:
+                raise ReplayDivergence(
+                    f'call #{record.seq} diverges from the journal: the script now asks the host for '
+                    f'{record.callee}, the recorded run called {describe(row.callee, row.arguments)}.'
+                )
+            return True, row.result
+        if self.mode == 'replay':
+            raise ReplayDivergence(f'call #{record.seq} ({record.callee}) is not in the journal.')
+        return False, None
+
+
+def answered(record: CallRecord, source: CallSource, *, result: Any = None, error: str | None = None) -> Outcome:
+    """Fill in `record` as answered without running, and the outcome the sandbox gets."""
+    record.source = source
+    record.duration = 0.0
+    if error is not None:
+        record.status, record.error = 'error', error
+        return {'exception': RuntimeError(error)}
+    record.status, record.result = 'ok', result
+    return {'return_value': result}

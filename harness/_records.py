@@ -1,0 +1,171 @@
+"""The records of a run: one shape for a call, the answers the sandbox is given, and what a run returns.
+
+`CallRecord` is the only in-memory model of a call. The dispatcher fills it in as the call runs,
+the journal writes it (the store has the one converter to and from its SQLite row), resume and
+replay read it back, progress events carry it, and errors list the completed ones.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+from pydantic import JsonValue
+
+CallStatus = Literal['running', 'ok', 'error', 'cancelled', 'unknown']
+"""`unknown`: the call was started, but the process died before its outcome was journaled."""
+CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
+"""Where a call's result came from: it ran, or the journal (or the user) answered it."""
+CallKind = Literal['agent', 'tool']
+"""Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
+RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision']
+
+
+@dataclass
+class CallRecord:
+    """One external call a script made, in the order it was made (`seq` starts at 1)."""
+
+    seq: int
+    callee: str
+    arguments: dict[str, JsonValue]
+    line: int | None
+    status: CallStatus = 'running'
+    result: JsonValue = None
+    error: str | None = None
+    started: float = 0.0
+    """Seconds since the run started."""
+    duration: float | None = None
+    attempt: int = 1
+    source: CallSource = 'live'
+    side_effect: bool = False
+    """The callee was registered `side_effect=True`: an unknown outcome is never re-run silently."""
+
+
+class PendingCall(TypedDict):
+    """A call the paused interpreter waits on: how the loop tracks it and how a snapshot's ledger
+    stores it (a restored interpreter knows only Monty's `call_id`)."""
+
+    call_id: int
+    seq: int | None
+    """None for a call that was refused before it got a journal position."""
+    callee: str
+    arguments: dict[str, JsonValue]
+    line: int | None
+
+
+class Returned(TypedDict):
+    return_value: Any
+
+
+class Raised(TypedDict):
+    exception: BaseException
+
+
+Outcome = Returned | Raised
+"""What the sandbox is answered with for one call."""
+
+
+EventKind = Literal['started', 'finished', 'failed']
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """A call changed state; `call` is its record at that moment (read it in the handler)."""
+
+    kind: EventKind
+    run_id: str
+    call: CallRecord
+
+    @property
+    def seq(self) -> int:
+        return self.call.seq
+
+    @property
+    def callee(self) -> str:
+        return self.call.callee
+
+    @property
+    def arguments(self) -> dict[str, JsonValue]:
+        return self.call.arguments
+
+    @property
+    def line(self) -> int | None:
+        return self.call.line
+
+    @property
+    def source(self) -> CallSource:
+        return self.call.source
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds the call took; None on `started`."""
+        return None if self.kind == 'started' else self.call.duration
+
+    @property
+    def error(self) -> str | None:
+        return self.call.error
+
+    @property
+    def result(self) -> JsonValue:
+        return self.call.result
+
+
+EventHandler = Callable[[CallEvent], None]
+
+
+@dataclass
+class WorkflowResult:
+    """What `Harness.run` (and replay, resume, fork) returns."""
+
+    value: Any
+    run_id: str
+    status: RunStatus
+    calls: list[CallRecord] = field(default_factory=list)
+    printed: str = ''
+    budget_exhausted: bool = False
+    """A call was refused because a budget ran out; the script caught it and finished."""
+    note: str | None = None
+
+
+def new_run_id() -> str:
+    """Sortable by creation time, unique across processes."""
+    return f'{int(time.time() * 1000):012x}{secrets.token_hex(3)}'
+
+
+def preview(value: Any, limit: int = 300, *, as_text: bool = False) -> str:
+    """A bounded JSON rendering of plain data, for messages, spans and terminal lines.
+
+    `as_text`: a string is shown as it is, not JSON-quoted (for values that are already text).
+    """
+    if as_text and isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(',', ':'), default=str)
+        except (TypeError, ValueError):
+            text = f'<{type(value).__name__}>'
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + '…'
+
+
+class SpanDict(TypedDict):
+    """One finished span as the offline recorder keeps it and the run store holds it."""
+
+    name: str
+    span_id: str
+    parent_span_id: str | None
+    trace_id: str
+    start: float
+    """Unix seconds."""
+    end: float
+    status: Literal['ok', 'error']
+    error: str | None
+    attributes: dict[str, Any]
+
+
+def describe(callee: str, arguments: dict[str, Any]) -> str:
+    """`callee({...})`, bounded: how messages name a call."""
+    return f'{callee}({preview(arguments, 120)})'

@@ -1,0 +1,102 @@
+"""One run's lifecycle: its `run_workflow` span, the journal's begin and end, and its `WorkflowResult`.
+
+Every way of running a script (run, resume, replay, fork) ends here, once it has a prepared
+`ScriptRun` and a `Journal`: this is the only place that decides a run's final status, so no two
+paths can record an ending differently.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.trace import Status, StatusCode
+
+from ._check import Checker
+from ._errors import NeedsDecision, SandboxCrashed, WorkflowError
+from ._journal import Journal
+from ._records import RunStatus, WorkflowResult
+from ._runner import PrintCapture, ScriptRun, run_script
+from ._sandbox import SandboxPool
+from ._store import RunRow
+from ._tracing import RECORDER, TRACER, attach_traceparent, current_traceparent
+
+
+async def execute(
+    pool: SandboxPool,
+    checker: Checker,
+    job: ScriptRun,
+    journal: Journal,
+    *,
+    mode: str,
+    begin: RunRow | None = None,
+    traceparent: str | None = None,
+) -> WorkflowResult:
+    """Run a prepared script to its end, traced as one `run_workflow` span, and record how it ended.
+
+    `begin` is the run row to create (new runs); `traceparent` joins the trace of an earlier
+    process (resume, replay). The run's spans are stored with it once the span has ended.
+    """
+    run_id = job.dispatcher.run_id
+    try:
+        with attach_traceparent(traceparent), TRACER.start_as_current_span(
+            f'run_workflow {run_id}',
+            attributes={'harness.run_id': run_id, 'harness.mode': mode, 'harness.script': job.code},
+        ) as span:
+            if begin is not None:
+                begin.trace_context = current_traceparent()
+                journal.begin(begin)
+            try:
+                result = await _finish(pool, checker, job, journal)
+            except BaseException as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                span.set_attribute('harness.status', 'failed')
+                raise
+            finally:
+                span.set_attribute('harness.budget_used', job.dispatcher.budget.summary())
+            span.set_attribute('harness.status', result.status)
+            return result
+    finally:
+        if journal.store is not None:
+            spans = RECORDER.drain(run_id)
+            if spans:
+                journal.store.add_spans(run_id, spans)
+
+
+async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: Journal) -> WorkflowResult:
+    budget = job.dispatcher.budget
+    refused_before = budget.refused
+    printed = PrintCapture()
+    try:
+        value = await run_script(pool, checker, job, printed)
+    except BaseException as exc:
+        status, message = ending(exc)
+        journal.end(status, error=message)
+        raise
+    journal.end('completed', value=value)
+    exhausted = budget.refused > refused_before
+    reused = [c for c in job.dispatcher.calls if c.source == 'reused']
+    notes = []
+    if exhausted:
+        notes.append(f'A call budget ran out during this script ({budget.summary()}); '
+                     'no further calls of that kind can run.')
+    if reused:
+        notes.append('Reused results of identical earlier calls (no budget spent): '
+                     + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))
+    return WorkflowResult(
+        value=value,
+        run_id=job.dispatcher.run_id,
+        status='completed',
+        calls=job.dispatcher.calls,
+        printed=printed.text,
+        budget_exhausted=exhausted,
+        note=' '.join(notes) or None,
+    )
+
+
+def ending(exc: BaseException) -> tuple[RunStatus, str]:
+    """The status a run that raised `exc` is stored with, and the error stored beside it."""
+    if isinstance(exc, NeedsDecision):
+        return 'needs_decision', exc.message
+    if isinstance(exc, SandboxCrashed):  # the worker died under the script: resumable
+        return 'interrupted', exc.message
+    if isinstance(exc, WorkflowError):
+        return 'failed', exc.message
+    return 'interrupted', 'the run was cancelled'
