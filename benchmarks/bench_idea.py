@@ -3,12 +3,12 @@
     python benchmarks/bench_idea.py [--quick]
 
 The same job on both sides: review 10 Python files (examples/sample_project/*.py copied twice into a
-temporary directory as a_*.py and b_*.py) and summarise the findings, with the same offline rule-based
-sub-agents from `subagents` (`reviewer`, `summarizer`) and the same workspace (`tools.workspace`).
+temporary directory as a_*.py and b_*.py) and summarise the findings, with the same offline sub-agents
+from `subagents` (`reviewer` runs ruff, `summarizer` is canned) and the same workspace (`tools.workspace`).
 
 - **run_workflow**: `Harness(store=':memory:', tracing=False)` with `reviewer`, `summarizer`, `list_files` and
   `read_file`; `h.orchestrator(model=FunctionModel(...))` whose function is the offline demo planner
-  (`harness._demo.plan`): it writes one script (list the files, read them all in a gather, review them all
+  (`subagents.planner.plan`): it writes one script (list the files, read them all in a gather, review them all
   in a gather, join the findings, summarise) and then answers from the script's value. Each iteration
   adds a comment with the iteration number to the script, so the type check is never memoised from an
   earlier iteration.
@@ -16,7 +16,7 @@ sub-agents from `subagents` (`reviewer`, `summarizer`) and the same workspace (`
   `read_file(path)`, `reviewer(path, source)` and `summarizer(task)` (the same descriptions; the sub-agent
   tools run the same sub-agent `Agent`s with the same prompts). Its `FunctionModel` makes one tool call per
   turn, as a conventional agent does: list, then read and review each file in turn, then summarise, then
-  answer with the same text (it builds the same value and answers with the same `demo.answer`).
+  answer with the same text (it builds the same value and answers with the same `planner.answer`).
 
 Measured per orchestrator run: the orchestrator's model requests; what each request carries into the
 model (the text of the message history as the model sees it: prompts, tool calls with their arguments,
@@ -138,24 +138,25 @@ def make_project(root: Path) -> list[str]:
 
 
 def sub_agents(latency: float) -> dict[str, Any]:
-    """`reviewer` and `summarizer` on their offline rules, each request delayed by `latency` seconds."""
+    """`reviewer` and `summarizer` on their offline models, each request delayed by `latency` seconds."""
     from pydantic_ai.models.function import FunctionModel
 
-    from subagents import make_reviewer, make_summarizer, offline
+    from subagents import make_reviewer, make_summarizer, offline_model
 
-    def model(name: str, rule: Any) -> Any:
-        respond = offline.rule_model(name, rule).function
+    def model(name: str) -> Any:
+        offline = offline_model(name)
         if not latency:
-            return FunctionModel(respond, model_name=f'offline-rules:{name}')
+            return offline
+        respond = offline.function
+        assert respond is not None
 
         async def slow(messages: list[Any], info: Any) -> Any:
             await asyncio.sleep(latency)
-            return respond(messages, info)
+            return await respond(messages, info)
 
-        return FunctionModel(slow, model_name=f'offline-rules:{name}')
+        return FunctionModel(slow, model_name=offline.model_name)
 
-    return {'reviewer': make_reviewer(model('reviewer', offline.review_rule)),
-            'summarizer': make_summarizer(model('summarizer', offline.summarize_rule))}
+    return {'reviewer': make_reviewer(model('reviewer')), 'summarizer': make_summarizer(model('summarizer'))}
 
 
 # -- side 1: run_workflow ---------------------------------------------------------------------------
@@ -166,9 +167,9 @@ def workflow_side(root: Path, latency: float) -> Callable[[int], Any]:
     from pydantic_ai.models.function import FunctionModel
 
     from harness import Harness
-    from harness._demo import plan
     from subagents import ReviewRequest
     from subagents.agents import REVIEWER_DESCRIPTION, SUMMARIZER_DESCRIPTION
+    from subagents.planner import plan
     from tools.workspace import register_workspace_tools
 
     agents = sub_agents(latency)
@@ -191,7 +192,7 @@ def workflow_side(root: Path, latency: float) -> Callable[[int], Any]:
         agent = h.orchestrator(model=FunctionModel(recording(salted, ledger, latency), model_name='workflow-planner'))
         start = time.perf_counter()
         result = await agent.run(PROMPT)
-        ledger.reported = result.usage().input_tokens
+        ledger.reported = result.usage.input_tokens
         return result.output, ledger, time.perf_counter() - start
 
     run_once.close = h.aclose  # type: ignore[attr-defined]
@@ -205,7 +206,7 @@ def conventional_plan(messages: list[Any], info: Any) -> Any:
     """A conventional agent's turns: list, then read and review each file, then summarise, then answer."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
-    from harness._demo import answer, latest_prompt
+    from subagents.planner import answer
 
     calls: dict[str, tuple[str, dict[str, Any]]] = {}
     done: list[tuple[str, dict[str, Any], Any]] = []
@@ -238,12 +239,12 @@ def conventional_plan(messages: list[Any], info: Any) -> Any:
     )
     summaries = [content for name, _, content in done if name == 'summarizer']
     if not summaries:
-        digest = '\n'.join(f'{path}:{line} [{severity}] {message}' for severity, path, line, message in findings[:40])
+        digest = '\n'.join(f'{r["path"]}: {r["summary"]}' for r in plain)
         return call('summarizer', task='Summarise this code review of . for the developer:\n' + digest)
     value = {'files': len(files), 'needs_work': [r['path'] for r in plain if r['verdict'] == 'needs_work'],
              'findings': [{'path': p, 'line': n, 'severity': s, 'message': m} for s, p, n, m in findings],
              'failed': [], 'summary': summaries[0]}
-    return ModelResponse(parts=[TextPart(answer(latest_prompt(messages), value))])
+    return ModelResponse(parts=[TextPart(answer(value))])
 
 
 def conventional_side(root: Path, latency: float) -> Callable[[int], Any]:
@@ -292,7 +293,7 @@ def conventional_side(root: Path, latency: float) -> Callable[[int], Any]:
                       instructions=CONVENTIONAL_INSTRUCTIONS, tools=tools, name='orchestrator')
         start = time.perf_counter()
         result = await agent.run(PROMPT)
-        ledger.reported = result.usage().input_tokens
+        ledger.reported = result.usage.input_tokens
         return result.output, ledger, time.perf_counter() - start
 
     async def nothing() -> None:
@@ -372,7 +373,7 @@ def report(files: list[str], instant: dict[str, Any], slow: dict[str, Any]) -> s
         '### The idea: one `run_workflow` script vs. one tool call per turn (`bench_idea.py`)',
         f'The same job on both sides: "{PROMPT}" over {len(files)} files (examples/sample_project/*.py copied '
         f'twice, as a_*.py and b_*.py): list them, read each, review each with `reviewer`, summarise with '
-        f'`summarizer`, answer. Same offline rule-based sub-agents, same workspace, same tool descriptions, same '
+        f'`summarizer`, answer. Same offline sub-agents, same workspace, same tool descriptions, same '
         f'final answer (checked: "{instant["answer_first_line"]}"). *run_workflow*: `h.orchestrator(...)` on '
         f'`Harness(store=\':memory:\', tracing=False)`, whose model (the offline demo planner) writes one script '
         f'that reads and reviews all files in gathers; a new script text each iteration, so it is type-checked '

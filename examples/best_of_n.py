@@ -61,7 +61,7 @@ def report(value: Any) -> str:
 
 
 def register(h: Harness, model: Any) -> None:
-    """The catalog this example's orchestrator sees (`model` is None offline: rule-based sub-agents)."""
+    """The catalog this example's orchestrator sees (`model` is None offline: the built-ins' stand-ins)."""
     register_builtins(h, model)
 
 

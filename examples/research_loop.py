@@ -116,7 +116,7 @@ def report(value: Any) -> str:
 
 
 def register(h: Harness, model: Any) -> None:
-    """The catalog this example's orchestrator sees (`model` is None offline: rule-based sub-agents)."""
+    """The catalog this example's orchestrator sees (`model` is None offline: the built-ins' stand-ins)."""
     register_builtins(h, model)
     # As if `lookup` were decorated with @h.subagent(expose_errors=True): a sub-agent (it counts
     # against max_agent_calls) whose failures reach the script with their message, not only their type.

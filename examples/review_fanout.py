@@ -31,7 +31,6 @@ PROMPT = (
 # harness dispatches, journals and shows live.
 WORKFLOW = '''\
 import asyncio
-import json
 
 files = await list_files(pattern="sample_project/**/*.py")
 sources = await asyncio.gather(*[read_file(path=f) for f in files])
@@ -56,7 +55,8 @@ for review in reviews:
             errors.append(f"{review['path']}:{finding['line']} {finding['message']}")
 worst = max(badness, key=lambda path: badness[path]) if badness else None
 
-summary = await summarizer(task="Summarise this code review for the team:\\n" + json.dumps(reviews))
+digest = "\\n".join(review["path"] + ": " + review["summary"] for review in reviews)
+summary = await summarizer(task="Summarise this code review for the team:\\n" + digest)
 {"files": len(files), "reviewed": len(reviews), "failed": failed, "counts": counts,
  "worst_file": worst, "errors": errors, "summary": summary}
 '''
@@ -78,7 +78,7 @@ def report(value: Any) -> str:
 
 
 def register(h: Harness, model: Any) -> None:
-    """The catalog this example's orchestrator sees (`model` is None offline: rule-based sub-agents)."""
+    """The catalog this example's orchestrator sees (`model` is None offline: the built-ins' stand-ins)."""
     register_builtins(h, model)
     register_workspace_tools(h, WORKSPACE)
 

@@ -452,7 +452,7 @@ def announce(choice: ModelChoice) -> None:
 
 
 def make_orchestrator(h: Harness, choice: ModelChoice, live: LiveCalls) -> Any:
-    from ._demo import demo_model
+    from subagents.planner import demo_model
 
     return h.orchestrator(demo_model() if choice.demo else choice.model, on_event=live)
 

@@ -2,27 +2,33 @@
 
 Each is a pydantic-ai `Agent` with a name, a description (what the orchestrator's model reads in
 the catalog), instructions (what the sub-agent's own model reads) and a typed output. With a model
-they run on it; without one they run on an offline, rule-based `FunctionModel` (see `offline`), so
-the whole engine can be demonstrated and tested with no network and no API key.
+they run on it; without one they run on an offline stand-in (see `offline`: ruff for the reviewer,
+canned answers for the others), so the engine can be demonstrated and tested with no network or key.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.models import KnownModelName, Model
 
-from . import offline
 from .models import CritiqueRequest, EditRequest, Review, ReviewRequest, Score
-
-if TYPE_CHECKING:
-    from harness import Harness
+from .offline import offline_model
 
 ModelSpec = Model | KnownModelName | str
 """A pydantic-ai model, or a model string such as `'openai:gpt-4o'`."""
+
+
+class AgentRegistry(Protocol):
+    """What `register_builtins` needs of a `harness.Harness` (this package does not import the engine)."""
+
+    def add_agent(
+        self, agent: Agent[None, Any], *, description: str | None = None, params: type[BaseModel] | None = None
+    ) -> Any: ...
+
 
 REVIEWER_DESCRIPTION = (
     'Review one Python file for bugs and style problems. Pass its path and full source (for example '
@@ -30,9 +36,8 @@ REVIEWER_DESCRIPTION = (
     'findings with 1-based line numbers and severities, and a short summary.'
 )
 SUMMARIZER_DESCRIPTION = (
-    'Summarize text or data in a few sentences or bullets. Put the material in `task`, optionally after '
-    'an instruction line; lists of reviews (str() or json.dumps of reviewer results) get a digest of the '
-    'most important findings.'
+    'Summarize text or data (for example code review findings, one per line) in a few sentences or '
+    'bullets. Put the material in `task`, after an instruction line ending with a colon.'
 )
 CRITIC_DESCRIPTION = (
     'Grade an answer against the question it answers: a score from 0 (useless) to 10 (complete and '
@@ -95,12 +100,11 @@ def _agent(
     name: str,
     *,
     model: ModelSpec | None,
-    rule: offline.Rule,
     output_type: type[Any],
     description: str,
     instructions: str,
 ) -> Agent[None, Any]:
-    chosen: ModelSpec = offline.rule_model(name, rule) if model is None else model
+    chosen: ModelSpec = offline_model(name) if model is None else model
     return Agent(
         chosen,
         output_type=output_type,
@@ -116,7 +120,6 @@ def make_reviewer(model: ModelSpec | None = None) -> Agent[None, Review]:
     return _agent(
         'reviewer',
         model=model,
-        rule=offline.review_rule,
         output_type=Review,
         description=REVIEWER_DESCRIPTION,
         instructions=REVIEWER_INSTRUCTIONS,
@@ -128,7 +131,6 @@ def make_summarizer(model: ModelSpec | None = None) -> Agent[None, str]:
     return _agent(
         'summarizer',
         model=model,
-        rule=offline.summarize_rule,
         output_type=str,
         description=SUMMARIZER_DESCRIPTION,
         instructions=SUMMARIZER_INSTRUCTIONS,
@@ -140,7 +142,6 @@ def make_critic(model: ModelSpec | None = None) -> Agent[None, Score]:
     return _agent(
         'critic',
         model=model,
-        rule=offline.critique_rule,
         output_type=Score,
         description=CRITIC_DESCRIPTION,
         instructions=CRITIC_INSTRUCTIONS,
@@ -152,7 +153,6 @@ def make_drafter(model: ModelSpec | None = None) -> Agent[None, str]:
     return _agent(
         'drafter',
         model=model,
-        rule=offline.draft_rule,
         output_type=str,
         description=DRAFTER_DESCRIPTION,
         instructions=DRAFTER_INSTRUCTIONS,
@@ -164,7 +164,6 @@ def make_editor(model: ModelSpec | None = None) -> Agent[None, str]:
     return _agent(
         'editor',
         model=model,
-        rule=offline.edit_rule,
         output_type=str,
         description=EDITOR_DESCRIPTION,
         instructions=EDITOR_INSTRUCTIONS,
@@ -172,7 +171,7 @@ def make_editor(model: ModelSpec | None = None) -> Agent[None, str]:
 
 
 def builtin_agents(model: ModelSpec | None = None) -> list[BuiltinAgent]:
-    """The five built-in sub-agents; offline and rule-based when `model` is None."""
+    """The five built-in sub-agents; on their offline stand-ins when `model` is None."""
     return [
         BuiltinAgent(make_reviewer(model), ReviewRequest, REVIEWER_DESCRIPTION),
         BuiltinAgent(make_summarizer(model), None, SUMMARIZER_DESCRIPTION),
@@ -182,13 +181,14 @@ def builtin_agents(model: ModelSpec | None = None) -> list[BuiltinAgent]:
     ]
 
 
-def register_builtins(h: Harness, model: ModelSpec | None = None) -> None:
+def register_builtins(h: AgentRegistry, model: ModelSpec | None = None) -> None:
     """Register every built-in sub-agent on `h` (replace one with `h.remove(name)` then your own)."""
     for builtin in builtin_agents(model):
         h.add_agent(builtin.agent, params=builtin.params, description=builtin.description)
 
 
 __all__ = [
+    'AgentRegistry',
     'BuiltinAgent',
     'ModelSpec',
     'builtin_agents',

@@ -299,7 +299,7 @@ def test_ask_reviews_the_sample_project_offline(work: Path) -> None:
     assert any(re.match(r'\s*→ #\d+ reviewer\(', line) for line in lines)
     assert any(re.match(r'\s*✓ #\d+ summarizer ', line) for line in lines)
     answer = out[out.index('Reviewed 5 file(s)'):]
-    assert 'order_parser.py:22' in answer and 'eval()' in answer
+    assert 'order_parser.py:22' in answer and 'eval(' in answer
     assert '== None' in answer  # inventory.py's comparison to None
     run_line = RUN_LINE.search(out)
     assert run_line and run_line['calls'] == '12'

@@ -51,7 +51,7 @@ def test_example_runs_the_offline_demo(outputs: dict[str, str], name: str) -> No
 
 def test_review_fanout_finds_eval_in_order_parser(outputs: dict[str, str]) -> None:
     out = outputs['review_fanout']
-    assert re.search(r'sample_project/order_parser\.py:22 .*eval\(\)', out), out
+    assert re.search(r'sample_project/order_parser\.py:22 S307 .*eval\(', out), out
     assert out.count('✓ #') >= 12  # list_files, 5 x read_file, 5 x reviewer, summarizer
     assert 'Worst file: sample_project/order_parser.py' in out
     assert re.search(r'Reviewed 5 of 5 files: \d+ error, \d+ warning, \d+ info', out)

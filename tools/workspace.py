@@ -12,14 +12,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
-
-if TYPE_CHECKING:
-    from harness import Harness
 
 MAX_LIST = 500
 """`list_files` returns at most this many paths."""
@@ -330,7 +327,13 @@ def _kb(size: int) -> str:
 # -- registration as host tools ----------------------------------------------------------------------
 
 
-def register_workspace_tools(h: Harness, root: str | Path) -> Workspace:
+class ToolRegistry(Protocol):
+    """What `register_workspace_tools` needs of a `harness.Harness` (this package does not import the engine)."""
+
+    def tool(self, *, name: str | None = None, expose_errors: bool = False) -> Callable[[Any], Any]: ...
+
+
+def register_workspace_tools(h: ToolRegistry, root: str | Path) -> Workspace:
     """Register `list_files`, `read_file` and `search_text` on `h`, scoped to `root`; return the `Workspace`.
 
     The tools are read-only and expose `WorkspaceError` messages to scripts (they hold no host paths).
