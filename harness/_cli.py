@@ -5,26 +5,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic_ai.exceptions import UserError
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from ._errors import RegistrationError, WorkflowError
 from ._engine import Harness
+from ._errors import WorkflowError
 from ._live import LiveCalls
 from ._loading import find_project_config, load_object, merge_into, resolve_store
 from ._models import DEMO_NOTICE, ModelChoice, choose_model
-from ._result import WorkflowResult
+from ._records import WorkflowResult, preview
 from ._store import RunRow, RunStore, StoreError
-from ._values import preview
 
 app = typer.Typer(
     help='Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox.',
@@ -74,7 +73,7 @@ def build(
 def build_or_exit(*args: Any) -> tuple[Harness, ModelChoice]:
     try:
         return build(*args)
-    except (RegistrationError, ValueError) as exc:
+    except (UserError, ValueError) as exc:  # RegistrationError is a UserError
         raise fail(str(exc)) from None
 
 
@@ -184,10 +183,7 @@ def ask(
     root: RootOpt = None,
 ) -> None:
     """One orchestrator turn: a live view of every call, then the answer and the run id."""
-    h, choice = build_or_exit(store, agents, root, model)
-    announce(choice)
-    live = LiveCalls(console)
-    orchestrator = make_orchestrator(h, choice, live)
+    h, live, orchestrator = start_orchestrator(store, agents, root, model)
     try:
         result = orchestrator.run_sync(prompt)
     except KeyboardInterrupt:
@@ -209,10 +205,7 @@ def chat(
     root: RootOpt = None,
 ) -> None:
     """An interactive chat with the orchestrator (Ctrl-C cancels the current workflow; Ctrl-D exits)."""
-    h, choice = build_or_exit(store, agents, root, model)
-    announce(choice)
-    live = LiveCalls(console)
-    orchestrator = make_orchestrator(h, choice, live)
+    h, live, orchestrator = start_orchestrator(store, agents, root, model)
     history: list[Any] = []
     with asyncio.Runner() as runner:
         while True:
@@ -433,29 +426,24 @@ def fork(
 
 def footer(live: LiveCalls) -> None:
     """The run ids of this turn's workflows, and where to see their traces."""
-    from ._tracing import logfire_link
-
     if not live.run_ids:
         console.print('[dim]no calls were made[/dim]')
         return
     ids = ', '.join(live.run_ids)
     console.print(f'[dim]run {ids} · {live.count} call(s)[/dim]')
-    link = logfire_link()
-    console.print(f'[dim]trace: {link}[/dim]' if link else f'[dim]trace: harness trace {live.run_ids[-1]}[/dim]')
+    console.print(f'[dim]trace: harness trace {live.run_ids[-1]}[/dim]')
 
 
-def announce(choice: ModelChoice) -> None:
+def start_orchestrator(
+    store: str | None, agents: list[str] | None, root: Path | None, model: str | None
+) -> tuple[Harness, LiveCalls, Any]:
+    """The Harness, its live call view, and the orchestrator on the chosen model (or the offline planner)."""
+    from subagents.planner import demo_model
+
+    h, choice = build_or_exit(store, agents, root, model)
     if choice.demo:
         console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
     else:
         console.print(f'[dim]model: {escape(choice.label)}[/dim]')
-
-
-def make_orchestrator(h: Harness, choice: ModelChoice, live: LiveCalls) -> Any:
-    from subagents.planner import demo_model
-
-    return h.orchestrator(demo_model() if choice.demo else choice.model, on_event=live)
-
-
-def main() -> None:  # pragma: no cover - console script entry
-    sys.exit(app())
+    live = LiveCalls(console)
+    return h, live, h.orchestrator(demo_model() if choice.demo else choice.model, on_event=live)

@@ -1,7 +1,7 @@
 """`Harness`: the public face. Registers the catalog, runs scripts, and owns the sandbox pool.
 
-A run reads top to bottom through the modules it uses: catalog (register) -> stubs -> check ->
-sandbox loop (runner, loop) -> dispatch -> result.
+A run reads top to bottom through the modules it uses: catalog -> stubs -> check ->
+sandbox loop (runner, loop) -> dispatch -> journal -> result (run); see ARCHITECTURE.md.
 """
 
 from __future__ import annotations

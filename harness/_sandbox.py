@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pydantic_monty as monty
+from pydantic_ai.exceptions import UserError
 
 from ._prelude import HELPERS_SOURCE
 
@@ -44,10 +45,10 @@ class SandboxLimits:
             return cls()
         unknown = set(limits) - LIMIT_KEYS
         if unknown:
-            raise ValueError(f'unknown sandbox limit(s) {sorted(unknown)}: the keys are {sorted(LIMIT_KEYS)}.')
+            raise UserError(f'unknown sandbox limit(s) {sorted(unknown)}: the keys are {sorted(LIMIT_KEYS)}.')
         values = {**cls().__dict__, **{k: v for k, v in limits.items() if v is not None}}
         if values['max_duration_secs'] <= 0 or values['max_memory'] <= 0 or values['max_suspensions'] < 1:
-            raise ValueError('sandbox limits must be positive numbers.')
+            raise UserError('sandbox limits must be positive numbers.')
         return cls(**values)
 
     def as_monty_limits(self) -> monty.ResourceLimits:
@@ -148,7 +149,7 @@ class SandboxPool:
             self._opening = None
         if pool is not None:
             await pool.__aexit__(None, None, None)
-            # Exiting right after closing a pool aborted the process now and then (MONTY_NOTES.md).
+            # pydantic-monty 1.4.0: a process exiting right after closing a pool aborted (SIGABRT) now and then.
             await asyncio.sleep(0.05)
 
     def close_sync(self) -> None:

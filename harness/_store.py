@@ -253,10 +253,6 @@ class RunStore:
     def __repr__(self) -> str:
         return f'RunStore({self.path!r})'
 
-    @property
-    def schema_version(self) -> int:
-        return self._read(_schema_version)
-
     # -- runs ------------------------------------------------------------------------------------
 
     def create_run(self, run: RunRow) -> None:
@@ -380,7 +376,7 @@ class RunStore:
         if not isinstance(ledger, list) or not all(isinstance(entry, dict) for entry in ledger):
             raise TypeError('a snapshot ledger is a list of dicts {call_id, seq, callee, arguments, line}.')
         ledger_json = _encode_required(ledger, 'snapshot ledger')
-        sealed = self.seal(snapshot.dump)
+        sealed = self._seal(snapshot.dump)
         return (
             run_id, snapshot.after_seq, sealed, ledger_json, _monty_format(snapshot.dump), STORE_FORMAT,
             len(sealed), hashlib.sha256(sealed).hexdigest(), time.time(),
@@ -412,7 +408,7 @@ class RunStore:
             (run_id, after_seq),
         )
 
-    def seal(self, dump: bytes) -> bytes:
+    def _seal(self, dump: bytes) -> bytes:
         """`HSNP` + u16 store format + u16 Monty format + HMAC-SHA256(key, those 8 bytes + dump) + dump."""
         monty_format = _monty_format(dump)
         if monty_format > SUPPORTED_MONTY_FORMAT:
@@ -422,10 +418,6 @@ class RunStore:
             )
         prefix = _PREFIX.pack(SNAPSHOT_MAGIC, STORE_FORMAT, monty_format)
         return prefix + hmac.new(self._key, prefix + dump, hashlib.sha256).digest() + bytes(dump)
-
-    def unseal(self, blob: bytes, *, what: str = 'snapshot') -> bytes:
-        """Verify a sealed blob and return its Monty dump; `SnapshotError` says what is wrong."""
-        return self._unseal(bytes(blob), what=what, size=None, digest=None)
 
     # -- offline traces --------------------------------------------------------------------------
 
