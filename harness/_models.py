@@ -45,7 +45,8 @@ def choose_model(model: str | None = None, *, config_model: str | None = None) -
 
 
 DEMO_NOTICE = (
-    'Offline demo mode: no model configured and no provider key found, so a rule-based planner writes the '
-    'workflow scripts and the built-in sub-agents answer by rule. Set HARNESS_MODEL (or --model, or '
+    'Offline demo mode: no model configured and no provider key found, so a small scripted planner writes the '
+    'workflow scripts, the reviewer reports what ruff finds and the other sub-agents give canned answers. '
+    'Set HARNESS_MODEL (or --model, or '
     'HARNESS_BASE_URL for Ollama/vLLM) to use a real model.'
 )
