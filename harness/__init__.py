@@ -5,6 +5,7 @@ runs it in the Monty sandbox, dispatches every call, and returns the final value
 the public surface; everything else in the package is private (`_name.py`).
 """
 
+from ._analysis import Analysis, CallSite
 from ._catalog import RegistrationError
 from ._check import CheckReport, Diagnostic
 from ._context import CallContext, RunScope
@@ -12,6 +13,7 @@ from ._engine import Harness
 from ._errors import (
     BudgetExceeded,
     NeedsDecision,
+    PolicyViolation,
     ReplayDivergence,
     SandboxCrashed,
     SnapshotError,
@@ -20,17 +22,22 @@ from ._errors import (
     WorkflowTypeError,
 )
 from ._records import CallEvent, CallRecord, WorkflowResult
+from ._rules import After
 from ._store import RunRow
 
 __all__ = [
+    'After',
+    'Analysis',
     'BudgetExceeded',
     'CallContext',
     'CallEvent',
     'CallRecord',
+    'CallSite',
     'CheckReport',
     'Diagnostic',
     'Harness',
     'NeedsDecision',
+    'PolicyViolation',
     'RegistrationError',
     'ReplayDivergence',
     'RunRow',

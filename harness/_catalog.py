@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 import keyword
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
@@ -29,6 +29,7 @@ from pydantic_core import to_jsonable_python
 from ._context import CallContext, RunScope
 from ._prelude import HELPER_NAMES
 from ._records import CallKind
+from ._rules import After
 
 Invoke = Callable[[BaseModel, CallContext, RunScope], Awaitable[Any]]
 
@@ -76,6 +77,8 @@ class Callee:
     """Show the callee's exception message to the script (off: only the type crosses)."""
     side_effect: bool = False
     """A call whose outcome is unknown after a crash is not re-run without permission."""
+    requires: tuple[After, ...] = ()
+    """Predecessors that must have completed earlier in the run (checked at every call)."""
     signature: FunctionSignature = field(init=False)
 
     def __post_init__(self) -> None:
@@ -221,8 +224,6 @@ def callee_from_agent(
     params: type[BaseModel] | None,
     existing: set[str],
     inherit_model: bool = False,
-    side_effect: bool = False,
-    expose_errors: bool = False,
 ) -> Callee:
     """A sub-agent: `(*, task: str) -> <output>`, or the fields of `params` as keyword parameters."""
     if not isinstance(agent, AbstractAgent):
@@ -251,8 +252,6 @@ def callee_from_agent(
         params=arguments,
         returns=returns,
         invoke=invoke,
-        expose_errors=expose_errors,
-        side_effect=side_effect,
     )
 
 
@@ -282,8 +281,6 @@ def callee_from_function(
     name: str | None,
     description: str | None,
     existing: set[str],
-    side_effect: bool = False,
-    expose_errors: bool = False,
 ) -> Callee:
     """A typed function: keyword parameters become the stub's parameters, the docstring its description."""
     what = 'sub-agent' if kind == 'agent' else 'tool'
@@ -315,6 +312,22 @@ def callee_from_function(
         params=params,
         returns=returns,
         invoke=invoke,
-        expose_errors=expose_errors,
-        side_effect=side_effect,
     )
+
+
+def check_rules(callees: Mapping[str, Callee]) -> None:
+    """Every `requires=` names a registered callee, and every `same=` field is a parameter of both."""
+    for callee in callees.values():
+        for rule in callee.requires:
+            before = callees.get(rule.callee)
+            if before is None:
+                raise RegistrationError(
+                    f'{callee.name} requires {rule.callee!r}, which is not registered: register it, or fix requires=.'
+                )
+            for field_name in rule.same:
+                for who in (callee, before):
+                    if field_name not in who.params.model_fields:
+                        raise RegistrationError(
+                            f'{callee.name}: After({rule.callee!r}, same=...) names {field_name!r}, which is not a '
+                            f'parameter of {who.name}: name a parameter both take.'
+                        )

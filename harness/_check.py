@@ -47,11 +47,16 @@ class Diagnostic:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """`ok` and, when not, ty's messages as text (`errors`) and parsed (`diagnostics`)."""
+    """`ok` and, when not, ty's messages as text (`errors`) and parsed (`diagnostics`).
+
+    `warnings`: rules of the catalog some path of the script can break (enforced at run time;
+    with `Harness(strict=True)` they are errors instead and `ok` is False).
+    """
 
     ok: bool
     errors: str = ''
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:

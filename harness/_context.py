@@ -9,6 +9,7 @@ from pydantic import JsonValue
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from ._budget import Budget
+from ._rules import Access
 
 
 @dataclass
@@ -30,6 +31,8 @@ class RunScope:
     prompt: str | None = None
     """First line of the user's prompt, stored with each script's run."""
     orchestrator_run_id: str | None = None
+    access: Access = field(default_factory=Access)
+    """Which callees the orchestrator's scripts may call (`orchestrator(allow=..., deny=...)`)."""
     reusable: dict[str, JsonValue] = field(default_factory=dict)
     """Results of completed calls by (callee, arguments): a retried script gets them without paying again."""
 

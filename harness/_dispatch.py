@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Mapping
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +25,11 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 
 from ._catalog import Callee
 from ._context import CallContext, RunScope
+from ._errors import WorkflowRuntimeError
 from ._history import History, answered
 from ._journal import Journal, Snapshot
-from ._records import CallEvent, CallRecord, EventHandler, EventKind, Outcome, preview
+from ._records import CallEvent, CallRecord, EventHandler, EventKind, Outcome, describe, preview
+from ._rules import MAX_REFUSALS, Ledger, Policy, refusal
 from ._tracing import TRACER
 from ._values import NotPlainData, to_plain
 
@@ -51,7 +54,7 @@ class Dispatcher:
         run_id: str,
         callees: Mapping[str, Callee],
         scope: RunScope,
-        semaphore: asyncio.Semaphore | None,
+        policy: Policy,
         on_event: EventHandler | None,
         journal: Journal,
         history: History | None = None,
@@ -62,7 +65,14 @@ class Dispatcher:
         self.callees = callees
         self.scope = scope
         self.budget = scope.budget
-        self.semaphore = semaphore
+        self.policy = policy
+        self.semaphore = asyncio.Semaphore(policy.max_concurrency) if policy.max_concurrency else None
+        self.callee_semaphores = {name: asyncio.Semaphore(n) for name, n in policy.call_concurrency.items()}
+        self.ledger = Ledger()
+        self.repeats: Counter[str] = Counter()
+        self.refusals: list[str] = []
+        """Messages of the calls refused by a rule, so an uncaught one is reported as `PolicyViolation`."""
+        self.refused = 0
         self.on_event = on_event
         self.journal = journal
         self.history = history
@@ -96,6 +106,17 @@ class Dispatcher:
             side_effect=callee.side_effect,
         )
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.count_repeat(record)
+        why = refusal(callee.name, record.arguments, callee.requires, self.policy.access, self.ledger)
+        if why is not None:
+            self.refusals.append(why)
+            self.count_refusal()
+            answer = answered(record, 'live', error=why, refused=True)
+            self.add_record(record)
+            self.answered.append(record)
+            self.finish_answered(record)
+            future.set_result(answer)
+            return future, record.seq
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
@@ -103,15 +124,13 @@ class Dispatcher:
             try:
                 self.budget.reserve(callee.name, callee.kind)
             except Exception as exc:
+                self.count_refusal()
                 future.set_result({'exception': exc})
                 return future, None
         self.add_record(record)
         if answer is not None:
             self.answered.append(record)
-            with self.call_span(record):
-                pass
-            self.emit('started', record)
-            self.emit('finished' if record.status == 'ok' else 'failed', record)
+            self.finish_answered(record)
             future.set_result(answer)
         else:
             self.staged.append(Staged(callee, arguments, record, future))
@@ -122,6 +141,40 @@ class Dispatcher:
             self.calls[record.seq - 1] = record
         else:
             self.calls.append(record)
+        self.ledger.add(record)
+
+    def preload(self, records: list[CallRecord]) -> None:
+        """Calls the run made before the snapshot it restarts from: in the records, and seen by the rules."""
+        for record in records:
+            self.add_record(record)
+
+    def finish_answered(self, record: CallRecord) -> None:
+        """A call answered without running (from the journal, reused, or refused): span and events."""
+        with self.call_span(record):
+            pass
+        self.emit('started', record)
+        self.emit('finished' if record.status == 'ok' else 'failed', record)
+
+    def count_repeat(self, record: CallRecord) -> None:
+        limit = self.policy.max_repeats
+        if limit is None:
+            return
+        key = reuse_key(record.callee, record.arguments)
+        self.repeats[key] += 1
+        if self.repeats[key] > limit:
+            raise WorkflowRuntimeError(
+                f'The script looks stuck: it called {describe(record.callee, record.arguments)} with the same '
+                f'arguments {self.repeats[key]} times (at most {limit} identical calls per script). Keep the first '
+                'result in a variable instead of calling again, or change what the loop passes.'
+            )
+
+    def count_refusal(self) -> None:
+        self.refused += 1
+        if self.refused > MAX_REFUSALS:
+            raise WorkflowRuntimeError(
+                f'The script stopped after {MAX_REFUSALS} refused calls (rules or budgets): it keeps retrying calls '
+                'that cannot run. Finish with the results you have, and do not retry a refused call in a loop.'
+            )
 
     def resolve(self, name: str, kwargs: dict[str, Any]) -> tuple[Callee, BaseModel]:
         """The callee and its validated arguments, or the exception the script should see."""
@@ -186,9 +239,10 @@ class Dispatcher:
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
-        if self.semaphore is None:
-            return await self.run_one(callee, arguments, record)
-        async with self.semaphore:
+        async with AsyncExitStack() as limits:  # the run's cap, then the callee's
+            for semaphore in (self.semaphore, self.callee_semaphores.get(callee.name)):
+                if semaphore is not None:
+                    await limits.enter_async_context(semaphore)
             return await self.run_one(callee, arguments, record)
 
     async def run_one(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
@@ -230,7 +284,7 @@ class Dispatcher:
                 yield
             finally:
                 span.set_attribute('harness.status', record.status)
-                if record.status == 'error':
+                if record.status in ('error', 'refused'):
                     span.set_status(Status(StatusCode.ERROR, record.error or 'failed'))
                 elif self.trace_values and record.status == 'ok':
                     span.set_attribute('harness.result_preview', preview(record.result, 300))

@@ -93,7 +93,7 @@ def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
         )
     new_id = new_run_id()
     begin = RunRow(run_id=new_id, script=parent.script, inputs=parent.inputs, prompt=parent.prompt,
-                   parent_run_id=parent.run_id, fork_at=at)
+                   parent_run_id=parent.run_id, fork_at=at, access=parent.access)
     history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: jsonable(result)},
                       fork_at=at)
     return Plan(mode='fork', run=parent, run_id=new_id, history=history, begin=begin)

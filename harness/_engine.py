@@ -7,8 +7,9 @@ sandbox loop (runner, loop) -> dispatch -> journal -> result (run); see ARCHITEC
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
@@ -18,8 +19,9 @@ from pydantic_ai.capabilities import Toolset
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
+from ._analysis import Analysis, analyze
 from ._budget import Budget
-from ._catalog import Callee, CallKind, callee_from_agent, callee_from_function
+from ._catalog import Callee, CallKind, callee_from_agent, callee_from_function, check_rules
 from ._check import MAX_CHECKERS, Checker, CheckReport
 from ._context import RunScope
 from ._dispatch import Dispatcher
@@ -28,6 +30,7 @@ from ._grants import HostGrants
 from ._history import History
 from ._journal import Journal
 from ._records import EventHandler, WorkflowResult, new_run_id
+from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
 from ._runner import ScriptRun
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
@@ -48,9 +51,15 @@ class Harness:
     Args:
         store: the run store (SQLite file); `":memory:"` for none on disk, `None` for no journal at all.
         max_agent_calls: sub-agent calls per orchestrator run (exact, shared by all its scripts).
-        max_tool_calls: host tool calls per orchestrator run; `None`: no limit.
+        max_tool_calls: host tool calls per orchestrator run (default 1,000); `None`: no limit.
         max_concurrency: calls in flight at once within a run; `None`: no limit.
         call_caps: `{callee name: n}`, exact per run.
+        call_concurrency: `{callee name: n}`, calls of that callee in flight at once within a run.
+        max_repeats: the same call (callee and arguments) more often than this in one script stops
+            it as stuck (default 10); `None`: no limit.
+        strict: a script that *can* break a `requires=` rule, or that loops without a literal
+            bound over a side-effecting callee, fails the check (nothing runs); otherwise these
+            are `CheckReport.warnings` and the rules are still enforced at every call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
         max_workers: size of the sandbox worker pool (a paused workflow holds one worker).
@@ -73,9 +82,12 @@ class Harness:
         *,
         store: str | None = '.harness/runs.db',
         max_agent_calls: int = 50,
-        max_tool_calls: int | None = None,
+        max_tool_calls: int | None = 1_000,
         max_concurrency: int | None = None,
         call_caps: Mapping[str, int] | None = None,
+        call_concurrency: Mapping[str, int] | None = None,
+        max_repeats: int | None = 10,
+        strict: bool = False,
         limits: Mapping[str, Any] | None = None,
         max_workers: int | None = None,
         type_check: bool = True,
@@ -98,11 +110,19 @@ class Harness:
         for name, cap in (call_caps or {}).items():
             if cap < 0:
                 raise UserError(f'call_caps[{name!r}] must be 0 or more.')
+        for name, n in (call_concurrency or {}).items():
+            if n < 1:
+                raise UserError(f'call_concurrency[{name!r}] must be at least 1.')
+        if max_repeats is not None and max_repeats < 1:
+            raise UserError('max_repeats must be at least 1 (None: no limit).')
         self.store_path = store
         self.max_agent_calls = max_agent_calls
         self.max_tool_calls = max_tool_calls
         self.max_concurrency = max_concurrency
         self.call_caps = dict(call_caps or {})
+        self.call_concurrency = dict(call_concurrency or {})
+        self.max_repeats = max_repeats
+        self.strict = strict
         self.limits = SandboxLimits.from_mapping(limits)
         self.type_check = type_check
         self.sub_agent_usage_limits = sub_agent_usage_limits
@@ -147,11 +167,13 @@ class Harness:
         inherit_model: bool | None = None,
         side_effect: bool = False,
         expose_errors: bool = False,
+        requires: Requires = None,
     ) -> AbstractAgent[Any, Any]:
         """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
 
         With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
-        agent as a prompt rendered with `format_as_xml`.
+        agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors` and
+        `requires` are as for `tool`.
         """
         callee = callee_from_agent(
             agent,
@@ -160,10 +182,8 @@ class Harness:
             params=params,
             existing=set(self._callees),
             inherit_model=self.inherit_model if inherit_model is None else inherit_model,
-            side_effect=side_effect,
-            expose_errors=expose_errors,
         )
-        self.add_callee(callee)
+        self.add_callee(with_options(callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires))
         return agent
 
     @overload
@@ -171,7 +191,7 @@ class Harness:
     @overload
     def subagent(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False,
+        expose_errors: bool = False, requires: Requires = None,
     ) -> Callable[[F], F]: ...
     def subagent(self, fn: Any = None, /, **options: Any) -> Any:
         """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
@@ -182,25 +202,27 @@ class Harness:
     @overload
     def tool(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False,
+        expose_errors: bool = False, requires: Requires = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
-        """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`)."""
+        """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`).
+
+        Options: `name`, `description` (default: the docstring), `side_effect=True` for a call that
+        changes the world (never re-run silently after a crash; marked in the stubs),
+        `expose_errors=True` to show the script its exception messages, and `requires=` (a callee
+        name, an `After(...)`, or a list) for predecessors that must have succeeded earlier in the
+        run: otherwise the call is refused with a `PermissionError`, before it runs.
+        """
         return self._register_function('tool', fn, options)
 
     def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
         def register(f: F) -> F:
-            self.add_callee(
-                callee_from_function(
-                    f,
-                    kind=kind,
-                    existing=set(self._callees),
-                    name=options.get('name'),
-                    description=options.get('description'),
-                    side_effect=options.get('side_effect', False),
-                    expose_errors=options.get('expose_errors', False),
-                )
+            callee = callee_from_function(
+                f, kind=kind, existing=set(self._callees), name=options.get('name'),
+                description=options.get('description'),
             )
+            flags = {key: value for key, value in options.items() if key not in ('name', 'description')}
+            self.add_callee(with_options(callee, **flags))
             return f
 
         return register if fn is None else register(fn)
@@ -224,18 +246,39 @@ class Harness:
     def stubs(self) -> str:
         """The exact catalog text the model is shown and the checker checks scripts against."""
         if self._stubs is None:
+            check_rules(self._callees)
             self._stubs = render_stubs(self._callees.values())
         return self._stubs
 
     # -- checking and running -------------------------------------------------------------------
 
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
-        """Type check `code` against the catalog without running any of it."""
-        return await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
+        """Type check `code` against the catalog without running any of it, then check it against the
+        catalog's rules (`warnings`; errors with `strict=True`)."""
+        report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
+        if not report.ok:
+            return report
+        found = self.analyze(code).violations
+        if self.strict and found:
+            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in found))
+        return dataclasses.replace(report, warnings=found)
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Blocking twin of `acheck`; usable from sync and async code."""
         return self._sync(self.acheck(code, inputs=inputs))
+
+    def analyze(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Analysis:
+        """What `code` can do, before anything runs: every call it can make, where, and the rules
+        some path of it can break (an upper bound; see `Analysis`). Raises `SyntaxError` if it does
+        not parse."""
+        self.stubs()  # validates the rules
+        return analyze(
+            code,
+            self._callees,
+            requires={name: c.requires for name, c in self._callees.items() if c.requires},
+            side_effects=[name for name, c in self._callees.items() if c.side_effect],
+            access=Access.of(allow, deny),
+        )
 
     def new_scope(self, **kwargs: Any) -> RunScope:
         """The state one orchestrator run shares across its scripts: one budget, deps, usage."""
@@ -249,14 +292,18 @@ class Harness:
         inputs: Mapping[str, Any] | None = None,
         on_event: EventHandler | None = None,
         scope: RunScope | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
     ) -> WorkflowResult:
         """Check and run a script; return its final value, calls and output.
 
-        Raises a `WorkflowError` subclass on failure, carrying the completed calls and the output.
-        With a store, every call is journaled and every pause snapshotted, so the run can be
-        resumed, replayed or forked later.
+        `allow` / `deny` restrict which callees this run may call (on top of the scope's): a call
+        outside them is refused, never run. Raises a `WorkflowError` subclass on failure, carrying
+        the completed calls and the output. With a store, every call is journaled and every pause
+        snapshotted, so the run can be resumed, replayed or forked later.
         """
         scope = scope or self.new_scope()
+        access = scope.access.merged(Access.of(allow, deny))
         run_id = new_run_id()
         journal = Journal(self.store, run_id)
         row = RunRow(
@@ -265,11 +312,20 @@ class Harness:
             inputs=dict(inputs) if inputs else None,
             prompt=scope.prompt,
             orchestrator_run_id=scope.orchestrator_run_id,
+            access=access.to_json(),
         )
-        dispatcher = self._dispatcher(run_id, scope, on_event, journal, reuse=self.reuse_results)
+        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results)
         job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
-                        inputs=row.inputs, type_check=self.type_check)
+                        inputs=row.inputs, type_check=self.type_check, rule_errors=self._rule_errors(code, access))
         return await self._execute(job, journal, mode='run', begin=row)
+
+    def _rule_errors(self, code: str, access: Access) -> list[str]:
+        if not (self.strict and self.type_check):
+            return []
+        try:
+            return self.analyze(code, allow=access.allow, deny=access.deny).violations
+        except SyntaxError:
+            return []  # the type check reports it, with ty's message
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
@@ -315,8 +371,9 @@ class Harness:
             if name in self._callees:
                 scope.budget.count(name, self._callees[name].kind)
         journal = Journal(self.store if plan.journaled else None, plan.run_id)
-        dispatcher = self._dispatcher(plan.run_id, scope, on_event, journal, history=plan.history)
-        dispatcher.calls.extend(plan.prefill)
+        access = Access.from_json(plan.run.access)
+        dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history)
+        dispatcher.preload(plan.prefill)
         job = ScriptRun(code=plan.run.script, stubs=self.stubs(), dispatcher=dispatcher, inputs=plan.run.inputs,
                         type_check=False, restore=plan.restore)
         return await self._execute(job, journal, mode=plan.mode, begin=plan.begin, traceparent=plan.run.trace_context
@@ -326,17 +383,20 @@ class Harness:
         self,
         run_id: str,
         scope: RunScope,
+        access: Access,
         on_event: EventHandler | None,
         journal: Journal,
         *,
         history: History | None = None,
         reuse: bool = False,
     ) -> Dispatcher:
+        policy = Policy(access=access, max_repeats=self.max_repeats, max_concurrency=self.max_concurrency,
+                        call_concurrency=self.call_concurrency)
         return Dispatcher(
             run_id=run_id,
             callees=dict(self._callees),
             scope=scope,
-            semaphore=asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None,
+            policy=policy,
             on_event=on_event or self.on_event,
             journal=journal,
             history=history,
@@ -356,9 +416,15 @@ class Harness:
 
     # -- the orchestrator ------------------------------------------------------------------------
 
-    def capability(self, *, on_event: EventHandler | None = None) -> Toolset[Any]:
-        """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent."""
-        return Toolset(toolset=WorkflowToolset(self, on_event=on_event))
+    def capability(
+        self, *, on_event: EventHandler | None = None, allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+    ) -> Toolset[Any]:
+        """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent.
+
+        `allow` / `deny`: the callees this agent's scripts may call (least privilege).
+        """
+        return Toolset(toolset=WorkflowToolset(self, on_event=on_event, access=Access.of(allow, deny)))
 
     def orchestrator(
         self,
@@ -366,14 +432,16 @@ class Harness:
         *,
         instructions: str | None = None,
         on_event: EventHandler | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
         **agent_kwargs: Any,
     ) -> Agent[Any, str]:
-        """A pydantic-ai Agent whose only tool is `run_workflow`."""
+        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`."""
         return Agent(
             model,
             name='orchestrator',
             instructions=instructions or ORCHESTRATOR_INSTRUCTIONS,
-            capabilities=[self.capability(on_event=on_event)],
+            capabilities=[self.capability(on_event=on_event, allow=allow, deny=deny)],
             **agent_kwargs,
         )
 
@@ -434,3 +502,11 @@ class Harness:
 
 
 __all__ = ['Harness']
+
+
+def with_options(
+    callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None
+) -> Callee:
+    """A registered callee with the options given at registration."""
+    rules = normalize(requires)
+    return dataclasses.replace(callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules)

@@ -42,6 +42,10 @@ class WorkflowRuntimeError(WorkflowError):
     """The script raised (or hit a sandbox limit) while running."""
 
 
+class PolicyViolation(WorkflowRuntimeError):
+    """The script did not catch the `PermissionError` of a call a rule refused (the call never ran)."""
+
+
 class SandboxCrashed(WorkflowRuntimeError):
     """The sandbox worker died under the script; the run can be retried (or resumed, with a store)."""
 

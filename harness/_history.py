@@ -68,6 +68,8 @@ class History:
             return answered(record, self.source, result=row.result)
         if row.status == 'error':
             return answered(record, self.source, error=row.error or f'{row.callee} failed')
+        if row.status == 'refused':
+            return answered(record, self.source, error=row.error or f'{row.callee} was refused', refused=True)
         # In flight when the recorded run stopped: its outcome is unknown.
         if self.mode == 'replay':
             raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')
@@ -97,10 +99,16 @@ class History:
         return False, None
 
 
-def answered(record: CallRecord, source: CallSource, *, result: Any = None, error: str | None = None) -> Outcome:
-    """Fill in `record` as answered without running, and the outcome the sandbox gets."""
+def answered(
+    record: CallRecord, source: CallSource, *, result: Any = None, error: str | None = None, refused: bool = False
+) -> Outcome:
+    """Fill in `record` as answered without running, and the outcome the sandbox gets: its result, a
+    callee's failure (`RuntimeError`), or a rule's refusal (`PermissionError`)."""
     record.source = source
     record.duration = 0.0
+    if refused:
+        record.status, record.error = 'refused', error
+        return {'exception': PermissionError(error)}
     if error is not None:
         record.status, record.error = 'error', error
         return {'exception': RuntimeError(error)}

@@ -2,7 +2,8 @@
 
 Monty's `asyncio.gather` has no `return_exceptions`, so a fan-out that should keep the results
 that succeeded needs `settled`. The runtime source is fed to each session before the script (and
-unchecked); the stub text below is what the model and the checker see.
+unchecked); the stub text below is what the model and the checker see, with `PermissionError`, a
+builtin the sandbox raises (a refused call) that its checker does not know.
 """
 
 HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled'})
@@ -21,6 +22,10 @@ async def settle_all(*aws):
 """
 
 HELPER_STUBS = '''\
+class PermissionError(OSError):
+    """Raised at a call that a rule refused: the call did not run. Catchable."""
+
+
 T = TypeVar("T")
 
 

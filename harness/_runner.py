@@ -7,7 +7,7 @@ This is the only module that knows how Monty reports failures; everything above 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_monty as monty
@@ -17,6 +17,7 @@ from ._check import Checker
 from ._dispatch import Dispatcher
 from ._errors import (
     BudgetExceeded,
+    PolicyViolation,
     SandboxCrashed,
     WorkflowError,
     WorkflowRuntimeError,
@@ -66,6 +67,8 @@ class ScriptRun:
     dispatcher: Dispatcher
     inputs: dict[str, Any] | None = None
     type_check: bool = True
+    rule_errors: list[str] = field(default_factory=list)
+    """What the static analysis found against the rules, when they must fail the check (`strict=True`)."""
     os_handler: OsHandler | None = None
     restore: RestorePoint | None = None
     """Start from a stored snapshot instead of the beginning (resume, replay --from)."""
@@ -115,6 +118,13 @@ async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
             span.set_attribute('harness.errors', len(report.diagnostics) or 1)
             span.set_status(Status(StatusCode.ERROR, 'type check failed'))
             raise type_error(report.errors, report.diagnostics)
+        if job.rule_errors:
+            span.set_attribute('harness.errors', len(job.rule_errors))
+            span.set_status(Status(StatusCode.ERROR, 'rules can be broken'))
+            raise WorkflowTypeError(
+                'The script can break the catalog\'s rules (strict mode), so nothing ran:\n'
+                + '\n'.join(f'workflow.py:{error}' for error in job.rule_errors)
+            )
 
 
 async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint, printed: PrintCapture) -> Any:
@@ -164,6 +174,11 @@ def runtime_error(exc: monty.MontyRuntimeError, dispatcher: Dispatcher) -> Workf
         return BudgetExceeded(
             f'The script stopped because a call budget ran out ({budget.summary()}). '
             f'Do not retry the same fan-out; answer with the completed results.\n{detail}'
+        )
+    if isinstance(inner, PermissionError) and str(inner) in dispatcher.refusals:
+        return PolicyViolation(
+            f'The script stopped because a rule refused a call (it did not run): {inner}\n{detail}\n'
+            'Call what the rule requires first, or catch PermissionError and finish without that call.'
         )
     if isinstance(inner, TimeoutError) and 'limit' in str(inner):
         return WorkflowRuntimeError(

@@ -120,6 +120,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ),
     # 1 -> 2: `stubs_digest` was written and never read.
     ('ALTER TABLE runs DROP COLUMN stubs_digest',),
+    # 2 -> 3: which callees a run may call (`allow`/`deny`), so a resumed run keeps its restrictions.
+    ('ALTER TABLE runs ADD COLUMN access_json TEXT',),
 ]
 
 
@@ -149,6 +151,8 @@ class RunRow:
     trace_context: str | None = None
     """W3C `traceparent`, so a resumed run joins the original trace."""
     inputs: dict[str, Any] | None = None
+    access: dict[str, Any] | None = None
+    """`{'allow': [...] | None, 'deny': [...]}` when the run was restricted."""
     calls_count: int = 0
     """Maintained by the store: the number of journaled calls."""
 
@@ -187,7 +191,7 @@ class SnapshotRow:
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
 _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
-    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count'
+    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json'
 )
 _CALL_COLUMNS = (
     'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
@@ -199,11 +203,11 @@ _SNAPSHOT_COLUMNS = (
 
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {
-    f.name: {'value': 'value_json', 'inputs': 'inputs_json'}.get(f.name, f.name)
+    f.name: {'value': 'value_json', 'inputs': 'inputs_json', 'access': 'access_json'}.get(f.name, f.name)
     for f in fields(RunRow)
     if f.name not in ('run_id', 'calls_count')
 }
-_JSON_FIELDS = frozenset({'value', 'inputs'})
+_JSON_FIELDS = frozenset({'value', 'inputs', 'access'})
 
 
 class RunStore:
@@ -262,6 +266,7 @@ class RunStore:
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             _encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, _encode(run.inputs, 'run inputs'), 0,
+            _encode(run.access, 'run access'),
         )  # fmt: skip
 
         def write(conn: sqlite3.Connection) -> None:
@@ -669,13 +674,14 @@ def _decode(text: str | None) -> Any:
 
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
-    (run_id, script, status, created, updated, prompt, value_json, error, duration,
-     parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count) = row  # fmt: skip
+    (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json) = row  # fmt: skip
     return RunRow(
         run_id=run_id, script=script, status=status, created=created,
         updated=updated, prompt=prompt, value=_decode(value_json), error=error, duration=duration,
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=_decode(inputs_json), calls_count=calls_count,
+        access=_decode(access_json),
     )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ def render_stubs(callees: Iterable[Callee]) -> str:
     blocks = [STUB_HEADER]
     blocks.extend(FunctionSignature.render_type_definitions(signatures, conflicting))
     blocks.extend(
-        c.signature.render('...', description=c.description or None, is_async=True, conflicting_type_names=conflicting)
+        c.signature.render('...', description=describe(c), is_async=True, conflicting_type_names=conflicting)
         for c in callees
     )
     blocks.append('# Join helpers, available in every script.\n' + HELPER_STUBS)
@@ -54,3 +54,15 @@ def type_expr(value: Any) -> str:
         inner = kinds.pop() if len(kinds) == 1 else 'Any'
         return f'dict[str, {inner}]'
     return 'Any'
+
+
+def describe(callee: Callee) -> str | None:
+    """The callee's description, with what the model must know about its rules."""
+    notes = [callee.description] if callee.description else []
+    if callee.side_effect:
+        notes.append('Side effects: it changes something outside the script.')
+    notes.extend(
+        f'Requires {rule.describe()}; otherwise it is refused with PermissionError and does not run.'
+        for rule in callee.requires
+    )
+    return '\n\n'.join(notes) or None

@@ -10,7 +10,7 @@ one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field, TypeAdapter
@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 from ._context import RunScope
 from ._errors import BudgetExceeded, WorkflowError
 from ._records import CallRecord, EventHandler, WorkflowResult, preview
+from ._rules import Access
 
 TOOL_NAME = 'run_workflow'
 MAX_COMPLETED_SHOWN = 20
@@ -55,7 +56,12 @@ Rules of the sandbox (Monty, a subset of Python):
   with inheritance. Importable: asyncio, json, math, re, typing, datetime, random (seeded).
 - Each call is independent: pass all the context a sub-agent needs in its arguments.
 - The value of the script's last expression is the result; `print()` output is returned too.
-- The script is type-checked against these stubs before it runs; nothing runs if the check fails.\
+- The script is type-checked against these stubs before it runs; nothing runs if the check fails.
+- Rules are enforced at every call, before it runs: a call a rule does not allow (a required
+  predecessor has not succeeded yet, or the callee is not allowed in this run) raises
+  PermissionError naming the rule and never runs. Make the required call first, or catch it.
+- The same call (same function, same arguments) many times in one script stops it as stuck:
+  keep a result in a variable instead of calling again.\
 """
 
 
@@ -67,12 +73,16 @@ that value. If a script fails, fix it using the error message and reuse the comp
 """
 
 
-def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | None) -> str:
+def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | None, access: Access) -> str:
     budget = (
         f'This orchestrator run can make at most {max_agent_calls} sub-agent calls in total, shared by every script.'
     )
     if max_tool_calls is not None:
         budget += f' Host tools: at most {max_tool_calls} calls.'
+    if access.allow is not None:
+        budget += f' This run may call only: {", ".join(sorted(access.allow))}.'
+    if access.deny:
+        budget += f' This run may not call: {", ".join(sorted(access.deny))}.'
     return f'{RULES}\n\n{budget}\n\nAvailable functions:\n\n```python\n{stubs}```'
 
 
@@ -124,6 +134,8 @@ class WorkflowToolset(AbstractToolset[Any]):
 
     harness: WorkflowHost
     on_event: EventHandler | None = None
+    access: Access = field(default_factory=Access)
+    """Which callees this agent's scripts may call."""
     scope: RunScope | None = None
 
     @property
@@ -132,7 +144,9 @@ class WorkflowToolset(AbstractToolset[Any]):
 
     def description(self) -> str:
         h = self.harness
-        return tool_description(h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls)
+        return tool_description(
+            h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls, access=self.access
+        )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
         prompt = ctx.prompt.strip() if isinstance(ctx.prompt, str) else ''
@@ -142,8 +156,9 @@ class WorkflowToolset(AbstractToolset[Any]):
             model=ctx.model,
             orchestrator_run_id=ctx.run_id,
             prompt=prompt.splitlines()[0][:200] if prompt else None,
+            access=self.access,
         )
-        return WorkflowToolset(self.harness, on_event=self.on_event, scope=scope)
+        return WorkflowToolset(self.harness, on_event=self.on_event, access=self.access, scope=scope)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if _in_workflow.get():

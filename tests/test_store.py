@@ -328,7 +328,7 @@ def test_failed_migration_rolls_back(db: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_newer_schema_is_refused(db: Path) -> None:
     RunStore(db).close()
     raw(db).execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
-    newer = r'schema version 99, newer than this harness knows \(2\).*Upgrade harness'
+    newer = rf'schema version 99, newer than this harness knows \({len(MIGRATIONS)}\).*Upgrade harness'
     with pytest.raises(StoreError, match=newer):
         RunStore(db)
     assert raw(db).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ('99',)
