@@ -4,11 +4,15 @@
     HARNESS_MODEL=openai:gpt-4.1-mini python examples/support_desk.py   # a real model writes its own
 
 Three host tools over an in-memory ticket table: `open_tickets`, `check_entitlement` and the
-side-effecting `issue_refund`. The workflow resolves every ticket concurrently and enforces the
-refund policy itself: `issue_refund` only after `check_entitlement` for the same ticket, never above
-its `max_refund`. `issue_refund` is idempotent: it reads the call's `CallContext` (injected by the
-harness, hidden from the script) and pays at most once per idempotency key, so resuming a run that
-crashed mid-refund cannot pay twice.
+side-effecting `issue_refund`. The refund policy lives in the catalog, in one place: `issue_refund`
+is registered with `requires=After('check_entitlement', same=('ticket_id',), when=...)`, so the
+harness refuses, at the pause and before anything runs, a refund that does not follow a successful
+entitlement check of the same ticket that allows that amount, whatever script the model writes
+(and after a crash and resume too). The workflow resolves every ticket concurrently without guarding
+anything itself; a second script that tries the refund first is flagged by `check` and refused at
+run time. `issue_refund` is idempotent: it reads the call's `CallContext` (injected by the harness,
+hidden from the script) and pays at most once per idempotency key, so resuming a run that crashed
+mid-refund cannot pay twice.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from example_runner import run_example
 from pydantic import BaseModel, Field
 from rich.console import Console
 
-from harness import CallContext, Harness
+from harness import After, CallContext, Harness, PolicyViolation
 
 # -- the desk: an in-memory ticket table and three host tools ----------------------------------------
 
@@ -80,32 +84,35 @@ def check_entitlement(*, ticket_id: str) -> Entitlement:
 
 
 def issue_refund(*, ticket_id: str, amount: int, ctx: CallContext) -> str:
-    """Refund `amount` dollars on a ticket and return the receipt.
-
-    Only after check_entitlement said the ticket is eligible, and never more than its max_refund.
-    """
+    """Refund `amount` dollars on a ticket and return the receipt."""
     with _lock:
         if ctx.idempotency_key in RECEIPTS:  # this very call already paid (a resumed run): don't pay again
             return RECEIPTS[ctx.idempotency_key]
-        # Defence in depth: the host re-checks, whoever wrote the script.
-        entitlement = check_entitlement(ticket_id=ticket_id)
-        if not entitlement.eligible or not 0 < amount <= entitlement.max_refund:
-            raise ValueError(f'refund of ${amount} on {ticket_id} refused: {entitlement.reason}')
         REFUNDED[ticket_id] = REFUNDED.get(ticket_id, 0) + amount
         receipt = f'R-{len(RECEIPTS) + 1:03d}: ${amount} to {TICKETS[ticket_id][0]} for {ticket_id}'
         RECEIPTS[ctx.idempotency_key] = receipt
         return receipt
 
 
+def entitled(entitlement: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """The refund policy: the ticket is eligible and the amount is within its max_refund."""
+    return entitlement['eligible'] and 0 < arguments['amount'] <= entitlement['max_refund']
+
+
+REFUND_POLICY = After('check_entitlement', same=('ticket_id',), when=entitled)
+
+
 def register_desk(h: Harness) -> None:
     """Register the desk's tools, as if each were decorated with `@h.tool(...)`.
 
-    `side_effect=True`: a resume never re-runs an `issue_refund` that was in flight at a crash unless
-    told to. `expose_errors=True`: the script sees the tools' error messages (they hold no secrets).
+    `requires=REFUND_POLICY`: the harness refuses a refund unless a successful check_entitlement of the
+    same ticket earlier in the run allows that amount. `side_effect=True`: a resume never re-runs an
+    `issue_refund` that was in flight at a crash unless told to. `expose_errors=True`: the script sees
+    the tools' error messages (they hold no secrets).
     """
     h.tool(expose_errors=True)(open_tickets)
     h.tool(expose_errors=True)(check_entitlement)
-    h.tool(side_effect=True, expose_errors=True)(issue_refund)
+    h.tool(side_effect=True, expose_errors=True, requires=REFUND_POLICY)(issue_refund)
 
 
 # -- the workflow ----------------------------------------------------------------------------------
@@ -121,25 +128,13 @@ PROMPT = (
 WORKFLOW = '''\
 import asyncio
 
-entitled = {}  # ticket id -> max_refund, written only when check_entitlement said yes
-
-
-async def refund(ticket_id: str, amount: int) -> str:
-    # The policy, enforced by the script: issue_refund only after check_entitlement approved the same
-    # ticket, and never above its max_refund. (A later version of the harness will enforce this
-    # ordering itself, as a declared policy on issue_refund.)
-    if ticket_id not in entitled:
-        raise ValueError(f"refusing to refund {ticket_id}: check_entitlement has not approved it")
-    return await issue_refund(ticket_id=ticket_id, amount=min(amount, entitled[ticket_id]))
-
 
 async def resolve(ticket: Ticket) -> dict:
     entitlement = await check_entitlement(ticket_id=ticket["id"])
     if not entitlement["eligible"]:
         return {"ticket": ticket["id"], "refunded": 0, "note": entitlement["reason"]}
-    entitled[ticket["id"]] = entitlement["max_refund"]
     amount = min(ticket["requested"], entitlement["max_refund"])
-    receipt = await refund(ticket["id"], amount)
+    receipt = await issue_refund(ticket_id=ticket["id"], amount=amount)
     return {"ticket": ticket["id"], "refunded": amount, "note": receipt}
 
 
@@ -148,6 +143,10 @@ tickets = await open_tickets()
 outcomes = await asyncio.gather(*[resolve(t) for t in tickets])
 {"tickets": outcomes, "total_refunded": sum(o["refunded"] for o in outcomes)}
 '''
+
+
+# A script that skips the check: `check` flags it before it runs, and the harness refuses the refund.
+REFUND_FIRST = 'await issue_refund(ticket_id="T-1002", amount=240)\n'
 
 
 def report(value: Any) -> str:
@@ -164,7 +163,16 @@ def register(h: Harness, model: Any) -> None:
 
 
 def receipts(console: Console) -> None:
-    """The host's own books, whatever the model said."""
+    """The host's own books, whatever the model said; then a script that tries the refund first."""
+    console.print(f'Receipts issued: {"; ".join(sorted(RECEIPTS.values())) or "none"}', markup=False)
+    with Harness(store=':memory:') as h:
+        register_desk(h)
+        for warning in h.check(REFUND_FIRST).warnings:
+            console.print(f'check flags the refund-first script: {warning}', markup=False)
+        try:
+            h.run_sync(REFUND_FIRST)
+        except PolicyViolation as exc:
+            console.print(f'and the harness refused it: {exc.message.splitlines()[0]}', markup=False)
     console.print(f'Receipts issued: {"; ".join(sorted(RECEIPTS.values())) or "none"}', markup=False)
 
 

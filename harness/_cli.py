@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from ._analysis import analyze
 from ._engine import Harness
 from ._errors import WorkflowError
 from ._live import LiveCalls
@@ -139,22 +140,55 @@ def exec_(
 @app.command()
 def check(
     script: Annotated[Path, typer.Argument(help='The workflow script to check.')],
+    graph: Annotated[bool, typer.Option('--graph', help='Also print what the script can call, and where.')] = False,
+    mermaid: Annotated[
+        bool, typer.Option('--mermaid', help="Print a Mermaid flowchart of the script's possible calls instead.")
+    ] = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """Type check a script against the catalog; exit 1 with ty's messages on failure."""
+    """Type check a script against the catalog and its rules; exit 1 with the messages on failure."""
     code = read_script(script)
     h, _ = build_or_exit(store, agents, root)
     try:
         report = h.check(code)
+        analysis = h.analyze(code) if report.ok and (graph or mermaid) else None
     finally:
         h.close()
-    if report.ok:
-        console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
+    if not report.ok:
+        console.print(escape(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
+        raise typer.Exit(1)
+    if mermaid and analysis is not None:
+        print(analysis.mermaid())
         return
-    console.print(escape(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
-    raise typer.Exit(1)
+    for warning in report.warnings:
+        console.print(f'[yellow]warning:[/yellow] {escape(str(script))}:{escape(warning)}', soft_wrap=True)
+    if analysis is not None:
+        console.print(escape(analysis.text()), soft_wrap=True)
+    console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
+
+
+@app.command()
+def audit(
+    as_json: Annotated[bool, typer.Option('--json', help='Print the audit as JSON.')] = False,
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """For the current catalog: what is irreversible, what guards each callee and where, the bounds,
+    and what a crash at any point would do."""
+    from ._audit import audit as audit_catalog
+
+    h, _ = build_or_exit(store, agents, root)
+    try:
+        report = audit_catalog(h)
+    finally:
+        h.close()
+    if as_json:
+        print(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        console.print(escape(report.text()), soft_wrap=True)
 
 
 @app.command()
@@ -333,22 +367,32 @@ def show(
 def trace(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
     mermaid: Annotated[
-        bool, typer.Option('--mermaid', help='Print a Mermaid flowchart of the path the run took.')
+        bool, typer.Option('--mermaid', help="Mermaid flowchart of the script's possible calls; the path taken thick.")
     ] = False,
     store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
 ) -> None:
     """The run's nested span tree in the terminal (no Logfire account needed)."""
-    from ._trace_view import render_mermaid, render_tree
+    from ._trace_view import render_tree
 
     with open_store(store) as db:
         run = find_run(db, run_id)
         spans = db.spans(run.run_id)
+        calls = db.calls(run.run_id)
+    if mermaid:
+        h, _ = build_or_exit(store, agents, root)
+        h.close()
+        names = set(h.callees) | {c.callee for c in calls}
+        try:
+            analysis = analyze(run.script, names)
+        except SyntaxError:
+            raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.') from None
+        print(analysis.mermaid(taken=[(c.callee, c.line) for c in calls]))
+        return
     if not spans:
         raise fail(f'run {run.run_id} has no stored spans (tracing was off, or HARNESS_TRACING=off).')
-    if mermaid:
-        print(render_mermaid(spans))
-    else:
-        console.print(render_tree(spans))
+    console.print(render_tree(spans))
 
 
 def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str) -> None:

@@ -14,6 +14,7 @@ A refusal reaches the script as a catchable `PermissionError` naming the rule.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,17 +32,31 @@ class After:
         callee: the predecessor's name.
         same: argument names whose values must equal the predecessor's (`same=('ticket_id',)`:
             the refund is for the ticket that was checked). Each must be a parameter of both.
-        when: a condition on the predecessor's result (plain data, as the script saw it); the rule
-            holds only for a predecessor whose result passes it. A condition that raises fails.
+        when: a condition on the predecessor's result (plain data, as the script saw it), or on
+            the result and this call's arguments (`when=lambda result, args: args['cents'] <=
+            result['max_cents']`); the rule holds only for a predecessor that passes it. A condition
+            that raises fails.
     """
 
     callee: str
     same: tuple[str, ...] = ()
-    when: Callable[[Any], bool] | None = None
+    when: Callable[[Any], bool] | Callable[[Any, dict[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.same, str):  # `same='ticket_id'` is an easy slip for a one-tuple
             object.__setattr__(self, 'same', (self.same,))
+        if self.when is not None and _arity(self.when) not in (1, 2):
+            raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
+
+    def passes(self, result: Any, arguments: Mapping[str, Any]) -> bool:
+        """Whether a predecessor's `result` satisfies `when` for a call with `arguments`."""
+        if self.when is None:
+            return True
+        when: Callable[..., bool] = self.when
+        try:
+            return bool(when(result, dict(arguments)) if _arity(when) == 2 else when(result))
+        except Exception:
+            return False
 
     def describe(self) -> str:
         """The rule in words, as the model and the audit read it."""
@@ -152,7 +167,7 @@ class Ledger:
                 continue
             if any(earlier.arguments.get(name) != arguments.get(name) for name in rule.same):
                 continue
-            if rule.when is not None and not _passes(rule.when, earlier.result):
+            if not rule.passes(earlier.result, arguments):
                 continue
             return True
         return False
@@ -171,8 +186,9 @@ def refusal(
     return None
 
 
-def _passes(when: Callable[[Any], bool], result: Any) -> bool:
+def _arity(fn: Callable[..., Any]) -> int:
     try:
-        return bool(when(result))
-    except Exception:
-        return False
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)

@@ -1,7 +1,7 @@
 """Offline views of a run's stored spans (the dicts `tracing.RunSpanRecorder` produces).
 
-`build_tree` nests the spans, `render_tree` draws them in the terminal with rich, and
-`render_mermaid` draws the path the run took as a Mermaid flowchart. Nothing here needs a network,
+`build_tree` nests the spans and `render_tree` draws them in the terminal with rich (the path a run
+took over its script's possible calls is `Analysis.mermaid`). Nothing here needs a network,
 an account or the OpenTelemetry SDK: the input is plain data, as read back from the run store.
 
 How spans are recognised (by attributes first, so renamed spans still work):
@@ -14,9 +14,8 @@ How spans are recognised (by attributes first, so renamed spans still work):
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,101 +109,6 @@ def format_duration(seconds: float) -> str:
 
 def duration_of(span: SpanDict) -> float:
     return max(0.0, _float(span.get('end')) - _float(span.get('start')))
-
-
-def render_mermaid(spans: Iterable[SpanDict]) -> str:
-    """A Mermaid `flowchart TD` of the path the run took.
-
-    Nodes: the run (`run_workflow ...`), the check, and each call as `#seq callee` (every attempt is
-    its own node). Steps are taken in start order; steps whose times overlap (a gather) form one
-    stage, drawn as parallel branches from the previous stage and joined into the next one (through
-    a small join node when two parallel stages follow each other). A later `run_workflow` span (a
-    resumed run) is a step of its own. Failed steps get the `error` class.
-    """
-    steps = sorted(
-        (s for s in spans if _kind(s) in ('run', 'check', 'call')),
-        key=lambda s: (_float(s.get('start')), _seq(s)),
-    )
-    lines = ['flowchart TD']
-    edges: list[str] = []
-    failed: list[str] = []
-    ids: dict[int, str] = {}
-    for index, span in enumerate(steps):
-        node_id = f'n{index}'
-        ids[id(span)] = node_id
-        lines.append(f'    {node_id}["{mermaid_escape(_mermaid_label(span))}"]')
-        if span.get('status') == 'error':
-            failed.append(node_id)
-    previous: list[str] = []
-    joins = 0
-    for stage in _stages(steps):
-        current = [ids[id(s)] for s in sorted(stage, key=lambda s: (_seq(s), _float(s.get('start'))))]
-        if len(previous) > 1 and len(current) > 1:
-            joins += 1
-            join_id = f'j{joins}'
-            lines.append(f'    {join_id}(("join"))')
-            edges.extend(f'    {p} --> {join_id}' for p in previous)
-            previous = [join_id]
-        edges.extend(f'    {p} --> {c}' for p in previous for c in current)
-        previous = current
-    lines.extend(edges)
-    if failed:
-        lines.append('    classDef error fill:#fdd,stroke:#c00,color:#900')
-        lines.append(f'    class {",".join(failed)} error')
-    return '\n'.join(lines) + '\n'
-
-
-def mermaid_escape(text: str) -> str:
-    """Make `text` safe inside a double-quoted Mermaid label.
-
-    Quotes, angle brackets, ampersands and backticks become Mermaid entity codes (`#quot;` ...),
-    a `#` that would start an entity code itself becomes `#35;`, and newlines become spaces.
-    """
-    text = re.sub(r'#(?=\w+;)', '#35;', text)
-    for char, entity in (('"', '#quot;'), ('<', '#lt;'), ('>', '#gt;'), ('&', '#amp;'), ('`', '#96;')):
-        text = text.replace(char, entity)
-    return ' '.join(text.split())
-
-
-def _stages(steps: Sequence[SpanDict]) -> list[list[SpanDict]]:
-    """Group start-ordered steps into stages of steps that overlap in time; a run is its own stage."""
-    stages: list[list[SpanDict]] = []
-    stage_end = -math.inf
-    for span in steps:
-        start = _float(span.get('start'))
-        joins = stages and _kind(span) != 'run' and _kind(stages[-1][0]) != 'run' and start < stage_end
-        if joins:
-            stages[-1].append(span)
-            stage_end = max(stage_end, _float(span.get('end')))
-        else:
-            stages.append([span])
-            stage_end = start if _kind(span) == 'run' else _float(span.get('end'))
-    return stages
-
-
-def _mermaid_label(span: SpanDict) -> str:
-    attrs: Mapping[str, Any] = span.get('attributes') or {}
-    kind = _kind(span)
-    if kind == 'call':
-        seq = attrs.get('harness.seq')
-        label = f'#{seq} {_callee(span)}' if seq is not None else _callee(span)
-        attempt = _int(attrs.get('harness.attempt'))
-        if attempt is not None and attempt > 1:
-            label += f' (attempt {attempt})'
-        source = attrs.get('harness.source')
-        if source and source != 'live':
-            label += f' [{source}]'
-    elif kind == 'check':
-        errors = error_count(attrs.get('harness.errors'))
-        label = 'check' + (f' ({errors} error{"s" if errors != 1 else ""})' if errors else '')
-    else:
-        label = str(span.get('name', 'run_workflow'))
-        status = attrs.get('harness.status')
-        if status:
-            label += f' ({status})'
-    if span.get('status') == 'error':
-        label += ' ✗'
-    return label
 
 
 def error_count(value: Any) -> int:
@@ -310,11 +214,6 @@ def _loops(node: Node, nodes: Mapping[str, Node]) -> bool:
 def _line(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A value on one line of the view: whitespace collapsed, cut to `limit`."""
     return preview(' '.join(value.split()) if isinstance(value, str) else value, limit, as_text=True)
-
-
-def _seq(span: SpanDict) -> float:
-    value = _int((span.get('attributes') or {}).get('harness.seq'))
-    return float(value) if value is not None else math.inf
 
 
 def _int(value: Any) -> int | None:

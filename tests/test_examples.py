@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from harness import CallContext
+from harness import CallContext, Harness, PolicyViolation
 from harness._models import KEY_DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +83,10 @@ def test_support_desk_refunds_only_eligible_tickets_within_limits(outputs: dict[
     for ticket in ('T-1001', 'T-1002'):
         assert started('check_entitlement', ticket)[0] < started('issue_refund', ticket)[0]
     assert not started('issue_refund', 'T-1003') and not started('issue_refund', 'T-1004')
+    # The guard is the catalog's: a script that refunds first is flagged, then refused without paying.
+    assert 'check flags the refund-first script: line 1: issue_refund can run before check_entitlement' in out
+    assert 'and the harness refused it: The script stopped because a rule refused a call' in out
+    assert out.count('Receipts issued: R-001: $49 to Ada for T-1001; R-002: $100 to Grace for T-1002') == 2
 
 
 def load_support_desk() -> ModuleType:
@@ -105,14 +109,25 @@ def test_issue_refund_is_idempotent_per_key() -> None:
     again = desk.issue_refund(ticket_id='T-1001', amount=49, ctx=refund_call('r1'))  # a resume retrying it
     assert again == first
     assert desk.REFUNDED['T-1001'] == 49 and len(desk.RECEIPTS) == 1
-    # Another call is another refund, and the host's own limit check still applies.
+    # Another call is another refund.
     desk.issue_refund(ticket_id='T-1001', amount=49, ctx=refund_call('r2'))
     assert desk.REFUNDED['T-1001'] == 98
-    with pytest.raises(ValueError, match='already refunded in full'):
-        desk.issue_refund(ticket_id='T-1001', amount=1, ctx=refund_call('r3'))
-    with pytest.raises(ValueError, match='refused'):
-        desk.issue_refund(ticket_id='T-1002', amount=101, ctx=refund_call('r4'))
-    assert desk.REFUNDED.get('T-1002', 0) == 0
+
+
+def test_the_refund_policy_is_enforced_by_the_catalog() -> None:
+    desk = load_support_desk()
+    with Harness(store=':memory:') as h:
+        desk.register_desk(h)
+        over = 'e = await check_entitlement(ticket_id="T-1002")\nawait issue_refund(ticket_id="T-1002", amount=101)'
+        other = 'e = await check_entitlement(ticket_id="T-1001")\nawait issue_refund(ticket_id="T-1002", amount=5)'
+        stale = 'e = await check_entitlement(ticket_id="T-1003")\nawait issue_refund(ticket_id="T-1003", amount=5)'
+        for script in (over, other, stale):
+            with pytest.raises(PolicyViolation, match='issue_refund requires a successful check_entitlement'):
+                h.run_sync(script)
+        assert desk.RECEIPTS == {} and desk.REFUNDED == {'T-1004': 30}
+        allowed = 'e = await check_entitlement(ticket_id="T-1002")\nawait issue_refund(ticket_id="T-1002", amount=100)'
+        ok = h.run_sync(allowed)
+        assert ok.value.startswith('R-001: $100 to Grace')
 
 
 def test_research_loop_retries_failed_lookups_then_summarises(outputs: dict[str, str]) -> None:

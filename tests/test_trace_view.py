@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 from rich.console import Console
 
-from harness._trace_view import build_tree, error_count, mermaid_escape, render_mermaid, render_tree
+from harness._trace_view import build_tree, error_count, render_tree
 from harness._tracing import RunSpanRecorder, attach_traceparent, current_traceparent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,33 +266,6 @@ def test_render_tree_shows_names_durations_and_details(
     assert lines[second + 1].index('invoke_agent reviewer') > lines[second].index('call reviewer')
 
 
-def test_render_mermaid_draws_the_gather_as_parallel_branches(
-    provider: TracerProvider, recorder: RunSpanRecorder
-) -> None:
-    record_run(provider)
-    chart = render_mermaid(recorder.drain('r1'))
-
-    assert chart.startswith('flowchart TD\n')
-    labels = dict(re.findall(r'^\s+(\w+)\["(.*)"\]$', chart, re.MULTILINE))
-    assert sorted(labels.values()) == [
-        '#1 reviewer',
-        '#2 reviewer [reused]',
-        '#3 reviewer',
-        '#4 summarizer ✗',
-        'check',
-        'run_workflow r1 (completed)',
-    ]
-    edges = {(labels[a], labels[b]) for a, b in re.findall(r'^\s+(\w+) --> (\w+)$', chart, re.MULTILINE)}
-    reviewers = ['#1 reviewer', '#2 reviewer [reused]', '#3 reviewer']
-    assert edges == {
-        ('run_workflow r1 (completed)', 'check'),
-        *(('check', r) for r in reviewers),
-        *((r, '#4 summarizer ✗') for r in reviewers),
-    }
-    failed = next(node for node, label in labels.items() if label.startswith('#4'))
-    assert f'class {failed} error' in chart
-
-
 def span(name: str, start: float, end: float, span_id: str, parent: str | None = 'run', **attrs: Any) -> dict:
     return {
         'name': name,
@@ -306,39 +278,6 @@ def span(name: str, start: float, end: float, span_id: str, parent: str | None =
         'error': None,
         'attributes': attrs,
     }
-
-
-def test_render_mermaid_joins_two_gathers_and_repeats_retries() -> None:
-    spans = [
-        span('run_workflow r', 0, 10, 'run', None),
-        span('call a', 1, 3, 'a1', **{'harness.callee': 'a', 'harness.seq': 1}),
-        span('call a', 1, 2, 'a2', **{'harness.callee': 'a', 'harness.seq': 2}),
-        span('call b', 4, 6, 'b3', **{'harness.callee': 'b', 'harness.seq': 3}),
-        span('call b', 4, 5, 'b4', **{'harness.callee': 'b', 'harness.seq': 4}),
-        span('call b', 7, 8, 'b5', **{'harness.callee': 'b', 'harness.seq': 5, 'harness.attempt': 2}),
-    ]
-    chart = render_mermaid(spans)
-    labels = dict(re.findall(r'^\s+(\w+)\["(.*)"\]$', chart, re.MULTILINE))
-    labels.update(dict(re.findall(r'^\s+(\w+)\(\("(.*)"\)\)$', chart, re.MULTILINE)))
-    edges = {(labels[a], labels[b]) for a, b in re.findall(r'^\s+(\w+) --> (\w+)$', chart, re.MULTILINE)}
-    assert edges == {
-        ('run_workflow r', '#1 a'),
-        ('run_workflow r', '#2 a'),
-        ('#1 a', 'join'),
-        ('#2 a', 'join'),
-        ('join', '#3 b'),
-        ('join', '#4 b'),
-        ('#3 b', '#5 b (attempt 2)'),
-        ('#4 b', '#5 b (attempt 2)'),
-    }
-
-
-def test_mermaid_labels_are_escaped() -> None:
-    assert mermaid_escape('say "hi" <b>&`x`') == 'say #quot;hi#quot; #lt;b#gt;#amp;#96;x#96;'
-    assert mermaid_escape('#1 a') == '#1 a'
-    assert mermaid_escape('#amp; x\ny') == '#35;amp; x y'
-    chart = render_mermaid([span('call "odd"]', 0, 1, 's', None)])
-    assert 'n0["#quot;odd#quot;]"]' in chart  # the callee: the name after 'call '
 
 
 def test_build_tree_orders_children_and_promotes_orphans_and_loops() -> None:
