@@ -1,0 +1,571 @@
+"""Control: rules on what a script may call and in what order, enforced at the pause and checked before it runs.
+
+Real Monty, a real SQLite store, and (for the crash) a real process killed with SIGKILL and a fresh one
+that resumes; nothing of the engine is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from typer.testing import CliRunner
+
+from harness import After, CallEvent, Harness, PolicyViolation, RegistrationError, WorkflowError, WorkflowTypeError
+from harness._store import RunStore
+from harness._toolset import WorkflowToolset
+
+WORKER = Path(__file__).with_name('control_worker.py')
+REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])
+
+
+def desk(h: Harness, refunds: list[tuple[str, int]]) -> Harness:
+    @h.tool
+    async def check_entitlement(*, ticket_id: str) -> dict[str, bool]:
+        """Whether the ticket may be refunded."""
+        return {'eligible': not ticket_id.endswith('NO')}
+
+    @h.tool(side_effect=True, requires=REFUND_RULE)
+    async def issue_refund(*, ticket_id: str, cents: int) -> str:
+        """Refund the customer."""
+        refunds.append((ticket_id, cents))
+        return f'refunded {ticket_id}'
+
+    return h
+
+
+@pytest.fixture
+def refunds() -> list[tuple[str, int]]:
+    return []
+
+
+@pytest.fixture
+def h(make_harness: Any, refunds: list[tuple[str, int]]) -> Harness:
+    return desk(make_harness(), refunds)
+
+
+# -- enforced at the pause ------------------------------------------------------------------------
+
+
+def test_a_refund_before_the_entitlement_check_is_refused_and_never_runs(h: Harness, refunds: list) -> None:
+    events: list[CallEvent] = []
+    with pytest.raises(PolicyViolation) as info:
+        h.run_sync('await issue_refund(ticket_id="T-1", cents=99999)', on_event=events.append)
+    message = info.value.message
+    assert 'issue_refund requires a successful check_entitlement(...) earlier in the run' in message
+    assert 'Call check_entitlement first' in message
+    assert refunds == []
+    (refused,) = h.store.calls(info.value.run_id)  # type: ignore[union-attr]
+    assert (refused.callee, refused.status, refused.seq) == ('issue_refund', 'refused', 1)
+    assert [e.kind for e in events] == ['started', 'failed']
+    assert h.store.get_run(info.value.run_id).status == 'failed'  # type: ignore[union-attr]
+
+
+def test_a_refusal_costs_no_budget_and_is_catchable(make_harness: Any, refunds: list) -> None:
+    h = desk(make_harness(max_tool_calls=2), refunds)
+    result = h.run_sync(
+        'try:\n'
+        '    await issue_refund(ticket_id="T-1", cents=1)\n'
+        'except PermissionError as e:\n'
+        '    first = str(e)\n'
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'r = await issue_refund(ticket_id="T-1", cents=1)\n'
+        '[first, r]'
+    )
+    assert result.value[0].startswith('issue_refund requires a successful check_entitlement')
+    assert result.value[1] == 'refunded T-1'
+    assert [c.status for c in result.calls] == ['refused', 'ok', 'ok']  # two tool calls: within max_tool_calls=2
+    assert refunds == [('T-1', 1)]
+
+
+def test_same_refuses_a_refund_for_another_ticket(h: Harness, refunds: list) -> None:
+    with pytest.raises(PolicyViolation, match='with the same ticket_id'):
+        h.run_sync('e = await check_entitlement(ticket_id="T-1")\nawait issue_refund(ticket_id="T-2", cents=5)')
+    assert refunds == []
+
+
+def test_when_refuses_after_an_entitlement_that_said_no(h: Harness, refunds: list) -> None:
+    with pytest.raises(PolicyViolation, match='whose result passes its condition'):
+        h.run_sync('e = await check_entitlement(ticket_id="T-NO")\nawait issue_refund(ticket_id="T-NO", cents=5)')
+    assert refunds == []
+
+
+def test_a_check_still_in_flight_does_not_count(h: Harness, refunds: list) -> None:
+    script = (
+        'import asyncio\n'
+        'r = await settle_all(check_entitlement(ticket_id="T-1"), issue_refund(ticket_id="T-1", cents=5))\n'
+        '[x["ok"] for x in r]'
+    )
+    assert h.run_sync(script).value == [True, False]  # started together: the check had not succeeded yet
+    assert refunds == []
+
+
+def test_when_may_read_the_call_arguments(make_harness: Any) -> None:
+    h = make_harness()
+
+    @h.tool
+    def quote(*, item: str) -> dict[str, int]:
+        return {'max_cents': 100}
+
+    @h.tool(requires=After('quote', same=('item',), when=lambda q, args: args['cents'] <= q['max_cents']))
+    def pay(*, item: str, cents: int) -> int:
+        return cents
+
+    assert h.run_sync('q = await quote(item="a")\nawait pay(item="a", cents=100)').value == 100
+    with pytest.raises(PolicyViolation):
+        h.run_sync('q = await quote(item="a")\nawait pay(item="a", cents=101)')
+
+
+def test_requires_takes_a_name_or_a_list(make_harness: Any) -> None:
+    h = make_harness()
+
+    @h.tool
+    def login() -> str:
+        return 'ok'
+
+    @h.tool
+    def consent() -> str:
+        return 'ok'
+
+    @h.tool(requires=['login', After('consent')])
+    def export() -> str:
+        return 'data'
+
+    @h.tool(requires='login')
+    def profile() -> str:
+        return 'me'
+
+    with pytest.raises(PolicyViolation, match='export requires a successful consent'):
+        h.run_sync('await login()\nawait export()')
+    assert h.run_sync('await login()\nawait consent()\nawait export()').value == 'data'
+    assert h.run_sync('await login()\nawait profile()').value == 'me'
+
+
+def test_rules_name_registered_callees_and_their_parameters(make_harness: Any) -> None:
+    h = make_harness()
+
+    @h.tool(requires='nope')
+    def a() -> int:
+        return 1
+
+    with pytest.raises(RegistrationError, match="a requires 'nope', which is not registered"):
+        h.stubs()
+    h2 = make_harness()
+
+    @h2.tool
+    def b(*, x: int) -> int:
+        return x
+
+    @h2.tool(requires=After('b', same=('y',)))
+    def c(*, x: int) -> int:
+        return x
+
+    with pytest.raises(RegistrationError, match="names 'y', which is not a parameter of c"):
+        h2.stubs()
+
+
+def test_allow_and_deny_per_run(h: Harness, refunds: list) -> None:
+    with pytest.raises(PolicyViolation, match='check_entitlement is denied for this run'):
+        h.run_sync('await check_entitlement(ticket_id="T-1")', deny=['check_entitlement'])
+    with pytest.raises(PolicyViolation, match='issue_refund is not among the callees allowed'):
+        h.run_sync('e = await check_entitlement(ticket_id="T-1")\nawait issue_refund(ticket_id="T-1", cents=1)',
+                   allow=['check_entitlement'])
+    assert refunds == []
+
+
+def test_allow_and_deny_per_orchestrator(h: Harness, refunds: list) -> None:
+    script = 'e = await check_entitlement(ticket_id="T-1")\nawait issue_refund(ticket_id="T-1", cents=1)'
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                return ModelResponse(parts=[TextPart(str(part.content))])
+        assert 'This run may not call: issue_refund.' in (info.function_tools[0].description or '')
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
+
+    result = h.orchestrator(FunctionModel(model), deny=['issue_refund']).run_sync('refund T-1')
+    assert 'issue_refund is denied for this run; it was not called.' in result.output
+    assert refunds == []
+
+
+def test_rules_hold_on_replay_and_fork(make_harness: Any, refunds: list) -> None:
+    h = desk(make_harness(store=':memory:'), refunds)
+    script = (
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'try:\n'
+        '    r = await issue_refund(ticket_id="T-1", cents=5)\n'
+        'except PermissionError:\n'
+        '    r = "refused"\n'
+        'r'
+    )
+    first = h.run_sync(script)
+    assert first.value == 'refunded T-1' and refunds == [('T-1', 5)]
+    assert h.replay_sync(first.run_id).value == 'refunded T-1'
+    forked = h.fork_sync(first.run_id, at=1, result={'eligible': False})  # the check now says no
+    assert forked.value == 'refused'
+    assert [c.status for c in forked.calls] == ['ok', 'refused']
+    assert refunds == [('T-1', 5)]  # neither the replay nor the fork refunded anything
+
+
+def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path) -> None:
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    run = subprocess.Popen([sys.executable, str(WORKER), 'run', str(store), str(markers)], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while not (markers / 'waiting').exists():  # the process is stopped between the check and the refunds
+            assert run.poll() is None, run.stderr.read().decode() if run.stderr else ''
+            assert time.monotonic() < deadline, 'the worker never reached the wait'
+            time.sleep(0.02)
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    with RunStore(store) as db:
+        (row,) = db.list_runs()
+    resumed = subprocess.run([sys.executable, str(WORKER), 'resume', str(store), str(markers), row.run_id],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    mine, other = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert mine == 'refunded T-1'  # the resumed run knows the check of T-1 completed before the crash
+    assert other.startswith('refused: issue_refund requires a successful check_entitlement')
+    assert (markers / 'checks').read_text() == 'T-1\n'  # not checked again
+    assert (markers / 'refunds').read_text() == 'T-1:5\n'  # T-2 never refunded
+    with RunStore(store) as db:
+        calls = db.calls(row.run_id)
+    assert [(c.callee, c.status) for c in calls] == [
+        ('check_entitlement', 'ok'), ('wait_here', 'ok'), ('issue_refund', 'refused'), ('issue_refund', 'ok'),
+    ]
+
+
+# -- shape bounds ----------------------------------------------------------------------------------
+
+
+def test_a_loop_over_fresh_arguments_stops_at_max_tool_calls(make_harness: Any) -> None:
+    h = make_harness()  # the defaults: max_tool_calls=1,000
+    pings: list[int] = []
+
+    @h.tool
+    async def ping(*, i: int) -> int:
+        pings.append(i)
+        return i
+
+    with pytest.raises(WorkflowError, match=r'1000/1000 tool calls'):
+        h.run_sync('i = 0\nwhile True:\n    i = await ping(i=i + 1)\n')
+    assert len(pings) == 1000
+
+
+def test_identical_calls_in_a_loop_stop_as_stuck(make_harness: Any) -> None:
+    h = make_harness()  # the defaults: max_repeats=10
+    calls: list[str] = []
+
+    @h.subagent
+    async def reviewer(*, task: str) -> str:
+        calls.append(task)
+        return 'fine'
+
+    with pytest.raises(WorkflowError, match=r'looks stuck.*reviewer\(\{"task":"same"\}\).*11 times') as info:
+        h.run_sync('for i in range(200):\n    r = await reviewer(task="same")\n')
+    assert 'Keep the first result in a variable' in info.value.message
+    assert len(calls) == 1  # the nine repeats before it were answered from the first (reused)
+
+
+def test_retrying_a_refused_call_forever_is_stopped(h: Harness, refunds: list) -> None:
+    script = (
+        'n = 0\n'
+        'while True:\n'
+        '    n += 1\n'
+        '    try:\n'
+        '        await issue_refund(ticket_id="T-" + str(n), cents=1)\n'
+        '    except PermissionError:\n'
+        '        pass\n'
+    )
+    with pytest.raises(WorkflowError, match='stopped after 100 refused calls'):
+        h.run_sync(script)
+    assert refunds == []
+
+
+def test_call_concurrency_caps_one_callee(make_harness: Any) -> None:
+    h = make_harness(call_concurrency={'slow': 2})
+    running = 0
+    peak = 0
+    gate = asyncio.Event()
+
+    @h.subagent
+    async def slow(*, i: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        if running == 2:
+            gate.set()
+        await gate.wait()
+        await asyncio.sleep(0)
+        running -= 1
+        return i
+
+    async def go() -> Any:
+        return await h.run('import asyncio\nawait asyncio.gather(*[slow(i=i) for i in range(6)])')
+
+    assert asyncio.run(go()).value == list(range(6))
+    assert peak == 2
+
+
+# -- static analysis -------------------------------------------------------------------------------
+
+
+def test_check_warns_and_strict_refuses(make_harness: Any, refunds: list) -> None:
+    loose = desk(make_harness(), refunds)
+    script = 'await issue_refund(ticket_id="T-1", cents=1)'
+    report = loose.check(script)
+    assert report.ok
+    assert report.warnings == [
+        'line 1: issue_refund can run before check_entitlement has succeeded with the same ticket_id, whose '
+        'result passes its condition; at run time such a call is refused.'
+    ]
+    strict = desk(make_harness(strict=True), refunds)
+    assert not strict.check(script).ok
+    unbounded = (
+        'while True:\n    e = await check_entitlement(ticket_id="T")\n    await issue_refund(ticket_id="T", cents=1)'
+    )
+    report = strict.check(unbounded)
+    assert not report.ok
+    assert 'issue_refund has side effects and is called in a loop with no literal bound' in report.errors
+    with pytest.raises(WorkflowTypeError, match='strict mode'):
+        strict.run_sync(script)
+    assert refunds == []
+    good = (
+        'e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    await issue_refund(ticket_id="T", cents=1)'
+    )
+    assert strict.check(good).ok and strict.check(good).warnings == []
+    assert [c.status for c in strict.run_sync(good).calls] == ['ok', 'ok']
+    assert refunds == [('T', 1)]
+
+
+def test_the_stubs_and_the_tool_description_tell_the_model(h: Harness) -> None:
+    stubs = h.stubs()
+    refund = stubs[stubs.index('async def issue_refund'):]
+    assert 'Side effects: it changes something outside the script.' in refund
+    assert 'Requires a successful check_entitlement(...) earlier in the run with the same ticket_id' in refund
+    assert 'class PermissionError(OSError)' in stubs
+    description = WorkflowToolset(h).description()
+    assert 'Rules are enforced at every call, before it runs' in description
+    assert 'raises\n  PermissionError naming the rule' in description
+
+
+# The corpus: scripts written as a model would write them, each compared with what a real run calls.
+CORPUS = [
+    'await ping(i=1)',
+    'x = await ping(i=1)\ny = await ping(i=x + 1)\ny',
+    'import asyncio\nawait asyncio.gather(ping(i=1), fetch(key="a"))',
+    'import asyncio\nawait asyncio.gather(*[ping(i=i) for i in range(4)])',
+    'for i in range(3):\n    await ping(i=i)',
+    'for k in ["a", "b"]:\n    await fetch(key=k)',
+    'i = 0\nwhile i < 5:\n    i = await ping(i=i + 1)',
+    '[await ping(i=i) for i in range(3)]',
+    '{k: await fetch(key=k) for k in ["x", "y"]}',
+    'try:\n    await fail(reason="x")\nexcept Exception:\n    await ping(i=0)',
+    'async def twice(i: int) -> int:\n    return await ping(i=i) + await ping(i=i + 1)\nawait twice(1)',
+    'async def helper(k: str) -> str:\n    return await fetch(key=k)\n'
+    'import asyncio\nawait asyncio.gather(helper("a"), helper("b"))',
+    'f = ping\nawait f(i=3)',
+    'fns = [ping, ping]\n[await fn(i=n) for n, fn in enumerate(fns)]',
+    'r = await settled(fail(reason="no"))\nr["ok"]',
+    'rs = await settle_all(ping(i=1), fail(reason="x"), fetch(key="z"))\n[r["ok"] for r in rs]',
+    'import asyncio\nasync def pair(i: int) -> tuple[int, int]:\n'
+    '    return await asyncio.gather(ping(i=i), ping(i=i + 10))\nawait asyncio.gather(pair(1), pair(2))',
+    'words = await lookup(q="a")\nfor w in words:\n    await score(text=w)',
+    'words = await lookup(q="b")\nscores = [await score(text=w) for w in words]\nmax(scores)',
+    'total = 0\nfor i in range(2):\n    for j in range(3):\n        total += await ping(i=i * 3 + j)\ntotal',
+    'x = await ping(i=1)\nif x > 0:\n    await fetch(key="pos")\nelse:\n    await fetch(key="neg")',
+    'x = await ping(i=-1)\nif x > 0:\n    await fetch(key="pos")\nelse:\n    await fetch(key="neg")',
+    'e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    await issue_refund(ticket_id="T", cents=2)',
+    'n = 0\nwhile True:\n    n = await ping(i=n + 1)\n    if n >= 3:\n        break\nn',
+    'async def safe(k: str) -> str:\n    try:\n        return await fail(reason=k)\n'
+    '    except Exception:\n        return await fetch(key=k)\nawait safe("q")',
+    'import asyncio\nr = await asyncio.gather(*[fetch(key=str(i)) for i in range(3)])\n",".join(r)',
+    'g = lookup\nws = await g(q="c")\nlen(ws)',
+    'out = []\nfor w in await lookup(q="d"):\n    out.append(await score(text=w))\nout',
+    'data = {"a": 1, "b": 2}\nfor k, v in data.items():\n    await ping(i=v)',
+    'await ping(i=len(await lookup(q="e")))',
+    'async def chain(n: int) -> int:\n    if n == 0:\n        return 0\n'
+    '    return await ping(i=n) + await chain(n - 1)\nawait chain(3)',
+    'x = [await fetch(key=k) for k in ["p", "q"] if k != "q"]\nx',
+    'async def run_all(fs: list) -> list:\n    return [await f(i=1) for f in fs]\nawait run_all([ping])',
+    'try:\n    await fail(reason="a")\nexcept Exception:\n'
+    '    try:\n        await fail(reason="b")\n    except Exception:\n        await ping(i=9)',
+]
+
+
+@pytest.fixture(scope='module')
+def corpus_harness() -> Any:
+    h = Harness(store=':memory:')
+
+    @h.tool
+    async def ping(*, i: int) -> int:
+        return i
+
+    @h.tool
+    async def fetch(*, key: str) -> str:
+        return key.upper()
+
+    @h.tool
+    async def fail(*, reason: str) -> str:
+        raise ValueError(reason)
+
+    @h.tool
+    async def lookup(*, q: str) -> list[str]:
+        return [q, q + q]
+
+    @h.tool
+    async def score(*, text: str) -> int:
+        return len(text)
+
+    desk(h, [])
+    yield h
+    h.close()
+
+
+@pytest.mark.parametrize('script', CORPUS, ids=range(len(CORPUS)))
+def test_analysis_lists_every_call_a_real_run_makes(corpus_harness: Harness, script: str) -> None:
+    analysis = corpus_harness.analyze(script)
+    try:
+        run_id = corpus_harness.run_sync(script).run_id
+    except WorkflowError as exc:  # a callee used as a value is a NameError when called in the sandbox
+        assert analysis.dynamic, exc.message
+        run_id = exc.run_id
+    assert corpus_harness.store is not None and run_id is not None
+    calls = corpus_harness.store.calls(run_id)
+    direct = {(site.callee, site.line) for site in analysis.calls}
+    dynamic = {site.callee for site in analysis.dynamic}
+    for call in calls:
+        assert call.callee in analysis.callees, (call, analysis.text())
+        assert (call.callee, call.line) in direct or call.callee in dynamic, (call, analysis.text())
+    per_line = Counter((c.callee, c.line) for c in calls)
+    for site in analysis.calls:
+        if site.in_loop and site.loop_bound is not None:  # a literal bound is an upper bound too
+            assert per_line[(site.callee, site.line)] <= site.loop_bound * sum(
+                1 for s in analysis.calls if (s.callee, s.line) == (site.callee, site.line)
+            ), (site, analysis.text())
+    assert len(CORPUS) >= 30
+
+
+def test_analysis_reports_loops_gathers_excepts_and_values(corpus_harness: Harness) -> None:
+    a = corpus_harness.analyze(
+        'import asyncio\n'
+        'for i in range(3):\n'
+        '    await ping(i=i)\n'
+        'while True:\n'
+        '    await fetch(key="k")\n'
+        'await asyncio.gather(ping(i=1), fetch(key="x"))\n'
+        'try:\n'
+        '    await fail(reason="r")\n'
+        'except Exception:\n'
+        '    await lookup(q="q")\n'
+        'f = score\n'
+    )
+    sites = {(s.callee, s.line): s for s in a.calls}
+    assert sites[('ping', 3)].loop_bound == 3 and not sites[('ping', 3)].unbounded
+    assert sites[('fetch', 5)].unbounded and a.unbounded == [sites[('fetch', 5)]]
+    assert sites[('ping', 6)].in_gather and sites[('fetch', 6)].in_gather
+    assert sites[('lookup', 10)].in_except
+    assert [(s.callee, s.line) for s in a.dynamic] == [('score', 11)]
+    assert a.callees == {'ping', 'fetch', 'fail', 'lookup', 'score'}
+
+
+def test_mermaid_draws_the_possible_calls_and_the_path_taken(corpus_harness: Harness) -> None:
+    script = 'x = await ping(i=1)\nif x > 0:\n    await fetch(key="pos")\nelse:\n    await fetch(key="neg")'
+    result = corpus_harness.run_sync(script)
+    chart = corpus_harness.analyze(script).mermaid(taken=[(c.callee, c.line) for c in result.calls])
+    assert chart.startswith('flowchart TD')
+    assert 'n0["ping<br/>line 1"]' in chart and 'n2["fetch<br/>line 5"]' in chart
+    assert 'start ==> n0' in chart and 'n0 ==> n1' in chart and 'n1 ==> end_' in chart  # the path taken
+    assert 'n0 --> n2' in chart and 'n2 --> end_' in chart  # the branch not taken
+    assert 'class n0,n1 taken;' in chart
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+DESK_MODULE = '''
+from harness import After, Harness
+h = Harness()
+
+@h.tool
+async def check_entitlement(*, ticket_id: str) -> dict[str, bool]:
+    return {"eligible": True}
+
+@h.tool(side_effect=True, requires=After("check_entitlement", same=("ticket_id",)))
+async def issue_refund(*, ticket_id: str, cents: int) -> str:
+    return "ok"
+'''
+
+
+@pytest.fixture
+def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / 'deskmod.py').write_text(DESK_MODULE)
+    (tmp_path / 'first.py').write_text('await issue_refund(ticket_id="T", cents=1)\n')
+    good = 'e = await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)\n'
+    (tmp_path / 'good.py').write_text(good)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('HARNESS_STORE', str(tmp_path / 'runs.db'))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_cli_check_graph_and_mermaid(cli_project: Path) -> None:
+    from harness._cli import app
+
+    runner = CliRunner()
+    graph = runner.invoke(app, ['check', 'first.py', '--graph', '--agents', 'deskmod:h'])
+    assert graph.exit_code == 0, graph.output
+    assert 'warning: first.py:line 1: issue_refund can run before check_entitlement' in graph.output
+    assert 'line 1: issue_refund' in graph.output
+    chart = runner.invoke(app, ['check', 'good.py', '--mermaid', '--agents', 'deskmod:h'])
+    assert chart.exit_code == 0 and chart.output.startswith('flowchart TD')
+    assert 'n0 --> n1' in chart.output
+
+
+def test_cli_audit_text_and_json(cli_project: Path) -> None:
+    from harness._cli import app
+
+    runner = CliRunner()
+    text = runner.invoke(app, ['audit', '--agents', 'deskmod:h'])
+    assert text.exit_code == 0, text.output
+    assert '1. Irreversible callees (side_effect=True): issue_refund' in text.output
+    assert 'requires a successful check_entitlement(...) earlier in the run with the same ticket_id' in text.output
+    data = json.loads(runner.invoke(app, ['audit', '--json', '--agents', 'deskmod:h']).output)
+    assert data['irreversible'] == ['issue_refund']
+    refund = next(c for c in data['callees'] if c['name'] == 'issue_refund')
+    assert 'NeedsDecision' in refund['on_crash']
+    assert data['bounds']['max_tool_calls'] == 1000 and data['bounds']['max_repeats (identical calls per script)'] == 10
+    assert len(data['enforcement']) >= 4 and data['on_crash']
+
+
+def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
+    from harness._cli import app
+
+    runner = CliRunner()
+    ran = runner.invoke(app, ['exec', 'good.py', '--json', '--agents', 'deskmod:h'])
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.output.strip().splitlines()[-1])['run_id']
+    chart = runner.invoke(app, ['trace', run_id, '--mermaid', '--agents', 'deskmod:h'])
+    assert chart.exit_code == 0, chart.output
+    assert 'start ==> n0' in chart.output and 'n0 ==> n1' in chart.output and 'n1 ==> end_' in chart.output
