@@ -77,6 +77,10 @@ def test_a_refund_before_the_entitlement_check_is_refused_and_never_runs(h: Harn
     assert (refused.callee, refused.status, refused.seq) == ('issue_refund', 'refused', 1)
     assert [e.kind for e in events] == ['started', 'failed']
     assert h.store.get_run(info.value.run_id).status == 'failed'  # type: ignore[union-attr]
+    spans = h.store.spans(info.value.run_id)  # type: ignore[union-attr]
+    (call,) = [s for s in spans if s['name'] == 'call issue_refund']
+    assert call['status'] == 'error' and call['attributes']['harness.status'] == 'refused'
+    assert 'issue_refund requires' in (call['error'] or '')
 
 
 def test_a_refusal_costs_no_budget_and_is_catchable(make_harness: Any, refunds: list) -> None:
