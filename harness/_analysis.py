@@ -2,8 +2,8 @@
 
 The analysis reads the script's syntax tree (nothing runs) and is an upper bound: every call a run
 of the script can make is a call site here, or, when a callee is used as a value (an alias, a list
-of functions), a `dynamic` use, never silently missed. (Monty cannot call a callee through a
-value: such a call is a `NameError` at run time. It is listed all the same.) Each site knows whether it sits in a loop
+of functions), a `dynamic` use, never silently missed: a call through such a value is dispatched
+like a direct one, but where and in what order cannot be read from the source. Each site knows whether it sits in a loop
 (with the loop's literal bound, or none), in a gather, or in an `except` branch.
 
 Rules (`requires=`) are checked along the script's control flow with a must-analysis: at each call

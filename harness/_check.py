@@ -24,11 +24,8 @@ from typing import Any
 
 import pydantic_monty as monty
 
+from ._hints import DIAGNOSTIC, lint, unsupported_syntax, with_hints
 from ._sandbox import SandboxPool
-
-DIAGNOSTIC = re.compile(
-    r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
-)
 
 
 @dataclass(frozen=True)
@@ -61,7 +58,7 @@ class CheckReport:
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:
     found = []
-    for line in text.splitlines():
+    for line in text.splitlines():  # hint lines do not match
         m = DIAGNOSTIC.match(line.strip())
         if m:
             found.append(Diagnostic(int(m['line']), int(m['col']), m['rule'], m['message'], m['severity']))
@@ -160,6 +157,9 @@ class Checker:
         return report
 
     async def _check(self, stubs: str, code: str) -> CheckReport:
+        refused = lint(code)
+        if refused:
+            return failed_report(with_hints('\n'.join(refused), code, stubs))
         async with self._slot():
             for attempt in range(2):
                 session = await self._take(stubs)
@@ -167,7 +167,11 @@ class Checker:
                     await session.session.feed_run(wrap(code), print_callback=lambda *_: None)
                 except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
                     self._give_back(stubs, session)
-                    return failed_report(unwrap_locations(exc.display()))
+                    return failed_report(with_hints(unwrap_locations(exc.display()), code, stubs))
+                except monty.MontyRuntimeError as exc:
+                    # Defining the wrapper runs nothing, so this is the parser refusing a construct.
+                    self._give_back(stubs, session)
+                    return failed_report(with_hints(unsupported_syntax(exc.display()), code, stubs))
                 except monty.MontyError:
                     # The wrapper only defines a function, so anything else is the session's fault.
                     await session.close()

@@ -29,6 +29,7 @@ from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, r
 from ._grants import HostGrants
 from ._history import History
 from ._journal import Journal
+from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._records import EventHandler, WorkflowResult, new_run_id
 from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
@@ -36,7 +37,7 @@ from ._runner import ScriptRun
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
 from ._store import RunRow, RunStore
 from ._stubs import render_inputs, render_stubs
-from ._toolset import ORCHESTRATOR_INSTRUCTIONS, WorkflowToolset
+from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
 
 F = TypeVar('F', bound=Callable[..., Any])

@@ -23,6 +23,7 @@ from ._dispatch import Dispatcher
 from ._errors import WorkflowRuntimeError
 from ._records import Outcome, PendingCall
 from ._store import Checkpoint
+from ._values import NotPlainData, from_sandbox
 
 SCRIPT_FEED = '<python-input-1>'
 """Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""
@@ -52,7 +53,13 @@ class ScriptLoop:
         try:
             while not isinstance(snap, monty.MontyComplete):
                 snap = await self.step(snap)
-            return snap.output
+            try:
+                return from_sandbox(snap.output)
+            except NotPlainData as exc:
+                raise WorkflowRuntimeError(
+                    f"The script's final value holds {exc.type_name}, which is not plain data: end the script "
+                    'with dicts, lists, str, int, float, bool or None (a @dataclass instance becomes a dict).'
+                ) from None
         finally:
             # A gather that failed abandons its other calls; nothing may outlive the script.
             for future in self.futures.values():
@@ -63,9 +70,9 @@ class ScriptLoop:
             if snap.is_os_function:
                 return await self.answer_os(snap)
             name = str(snap.function_name)
-            call = PendingCall(call_id=snap.call_id, seq=None, callee=name, arguments=dict(snap.kwargs),
-                               line=self.line_of(snap.position))
             try:
+                call = PendingCall(call_id=snap.call_id, seq=None, callee=name, arguments=arguments_of(name, snap),
+                                   line=self.line_of(snap.position))
                 if snap.args:
                     raise TypeError(
                         f'{name}() takes keyword arguments only: write {name}(name=value, ...) as in its stub'
@@ -77,6 +84,11 @@ class ScriptLoop:
         if isinstance(snap, monty.AsyncFutureSnapshot):
             return await self.deliver(snap)
         assert isinstance(snap, monty.AsyncNameLookupSnapshot)
+        name = str(snap.variable_name)
+        if snap.object_id is None and name in self.dispatcher.callees:
+            # A callee used as a value (`f = reviewer`): bound to a host function of the same name, so a
+            # call through the alias pauses like a direct one (and survives a snapshot).
+            return await snap.resume(value=callee_handle(name))
         return await snap.resume()  # an unknown name is a NameError in the script
 
     def admit(self, call: PendingCall) -> None:
@@ -134,6 +146,28 @@ class ScriptLoop:
         if position.filename != SCRIPT_FEED:
             return None
         return self.source[: position.start].count(b'\n') + 1
+
+
+def callee_handle(name: str) -> Callable[..., Awaitable[Any]]:
+    """What a callee's name is bound to when the script uses it as a value; calling it pauses the
+    interpreter like any external call, so this body never runs."""
+
+    async def handle(**kwargs: Any) -> Any:
+        raise RuntimeError(f'{name} is dispatched by the harness')
+
+    handle.__name__ = handle.__qualname__ = name
+    return handle
+
+
+def arguments_of(name: str, snap: monty.AsyncFunctionSnapshot) -> dict[str, Any]:
+    """A call's keyword arguments as plain data, or the `TypeError` the script sees at the call."""
+    try:
+        return from_sandbox(dict(snap.kwargs))
+    except NotPlainData as exc:
+        raise TypeError(
+            f'{name}(): an argument holds {exc.type_name}, which is not plain data: pass dicts, lists, str, int, '
+            'float, bool or None (a @dataclass instance is passed as a dict)'
+        ) from None
 
 
 def clean_traceback(text: str) -> str:

@@ -10,6 +10,7 @@ one orchestrator run.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol, cast
 
@@ -19,8 +20,10 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
 from typing_extensions import TypedDict
 
+from ._catalog import Callee
 from ._context import RunScope
 from ._errors import BudgetExceeded, WorkflowError
+from ._prompt import tool_description
 from ._records import CallRecord, EventHandler, WorkflowResult, preview
 from ._rules import Access
 
@@ -41,50 +44,6 @@ class _Arguments(TypedDict):
 _ARGS = TypeAdapter(_Arguments)
 _ARGS_SCHEMA = _ARGS.json_schema()
 _ARGS_VALIDATOR = cast(SchemaValidatorProt, _ARGS.validator)
-
-RULES = """\
-Write and run a Python workflow script that calls the sub-agents and tools below as async functions.
-Use it to fan work out in parallel, chain results, vote, or loop, in one step instead of one call per turn.
-
-Rules of the sandbox (Monty, a subset of Python):
-- Call functions with keyword arguments and await them: `r = await reviewer(task="...")`.
-- Fan out with `asyncio.gather(...)` (write `import asyncio` first). It has no `return_exceptions`,
-  so wrap calls in `settled(...)` (or use `settle_all(...)`) to keep the results that succeeded.
-- Structured results are dicts typed as TypedDicts: read fields with `r["field"]`, not `r.field`.
-- A failed call raises `RuntimeError` in the script: catch it with try/except, or let the script fail.
-- No filesystem, network, environment, clock or OS randomness; no third-party imports; no classes
-  with inheritance. Importable: asyncio, json, math, re, typing, datetime, random (seeded).
-- Each call is independent: pass all the context a sub-agent needs in its arguments.
-- The value of the script's last expression is the result; `print()` output is returned too.
-- The script is type-checked against these stubs before it runs; nothing runs if the check fails.
-- Rules are enforced at every call, before it runs: a call a rule does not allow (a required
-  predecessor has not succeeded yet, or the callee is not allowed in this run) raises
-  PermissionError naming the rule and never runs. Make the required call first, or catch it.
-- The same call (same function, same arguments) many times in one script stops it as stuck:
-  keep a result in a variable instead of calling again.\
-"""
-
-
-ORCHESTRATOR_INSTRUCTIONS = """\
-You coordinate sub-agents and tools by writing Python workflow scripts for the `run_workflow` tool.
-Plan the whole job as one script when you can: fan out independent calls with asyncio.gather, join
-the results in plain Python, and end the script with the value you need. Then answer the user from
-that value. If a script fails, fix it using the error message and reuse the completed results.\
-"""
-
-
-def tool_description(stubs: str, *, max_agent_calls: int, max_tool_calls: int | None, access: Access) -> str:
-    budget = (
-        f'This orchestrator run can make at most {max_agent_calls} sub-agent calls in total, shared by every script.'
-    )
-    if max_tool_calls is not None:
-        budget += f' Host tools: at most {max_tool_calls} calls.'
-    if access.allow is not None:
-        budget += f' This run may call only: {", ".join(sorted(access.allow))}.'
-    if access.deny:
-        budget += f' This run may not call: {", ".join(sorted(access.deny))}.'
-    return f'{RULES}\n\n{budget}\n\nAvailable functions:\n\n```python\n{stubs}```'
-
 
 def completed_section(completed: list[CallRecord]) -> str:
     """A bounded list of results a retry can reuse instead of paying for them again."""
@@ -115,6 +74,10 @@ class WorkflowHost(Protocol):
     max_agent_calls: int
     max_tool_calls: int | None
     max_retries: int
+    max_repeats: int | None
+
+    @property
+    def callees(self) -> Mapping[str, Callee]: ...
 
     def stubs(self) -> str: ...
 
@@ -145,7 +108,8 @@ class WorkflowToolset(AbstractToolset[Any]):
     def description(self) -> str:
         h = self.harness
         return tool_description(
-            h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls, access=self.access
+            h.callees, h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls,
+            max_repeats=h.max_repeats, access=self.access,
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pydantic_monty as monty
 from pydantic import JsonValue
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -47,6 +48,27 @@ def _check_plain(value: Any) -> Any:
             out[key] = _check_plain(item)
         return out
     raise NotPlainData(type(value).__name__)
+
+
+def from_sandbox(value: Any) -> Any:
+    """A value the script hands over (its final value, a call's arguments) with no sandbox objects left:
+    a dataclass instance becomes a dict of its fields; an instance of any other class defined in the
+    script, or a class itself, raises `NotPlainData` naming it (never its repr)."""
+    if isinstance(value, PLAIN_SCALARS):
+        return value
+    if isinstance(value, monty.MontyClassProxy):
+        if value.is_dataclass:
+            return {key: from_sandbox(item) for key, item in value.attributes.items()}
+        raise NotPlainData(f'an instance of class {value.name}')
+    if isinstance(value, monty.MontyClassTypeProxy | monty.MontyStdTypeProxy):
+        raise NotPlainData('a class')
+    if isinstance(value, list):
+        return [from_sandbox(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(from_sandbox(item) for item in value)
+    if isinstance(value, dict):
+        return {key: from_sandbox(item) for key, item in value.items()}
+    return value
 
 
 def jsonable(value: Any) -> JsonValue:

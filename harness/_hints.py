@@ -1,0 +1,195 @@
+"""What the model reads when a check fails: ty's messages, each followed by a one-line hint for the
+mistakes models make, and the sandbox's own refusals of what ty accepts but Monty cannot run.
+
+A hint says what to write instead. It is derived from the diagnostic, the script line it points at,
+and the stubs (the catalog's signatures and result types), so it names the model's own functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+
+DIAGNOSTIC = re.compile(
+    r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
+)
+"""One of ty's concise messages (`file:line:col: severity[rule] message`)."""
+IMPORTABLE = (
+    'asyncio, json, math, re, typing, collections, itertools, functools, dataclasses, datetime, decimal, '
+    'copy, bisect, base64, hashlib, unicodedata, random (call random.seed(n) first)'
+)
+"""Modules a script can import and use (measured against pydantic-monty 1.4.0)."""
+JOINS = 'fan out with `await asyncio.gather(...)`; keep going past failures with `settle_all(...)` or `settled(...)`'
+UNSUPPORTED_SYNTAX = {
+    'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts), or a class with no base class',
+    'yield': 'build and return a list instead of a generator',
+}
+
+
+def lint(code: str) -> list[str]:
+    """What ty accepts but the sandbox cannot run, as diagnostics in ty's format."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []  # ty reports it
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.keywords:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
+        if name in ('gather', 'settle_all') and (name == 'settle_all' or _is_asyncio(func)):
+            for keyword in node.keywords:
+                what = f'`{keyword.arg}=`' if keyword.arg else '`**kwargs`'
+                found.append(
+                    f'workflow.py:{node.lineno}:{node.col_offset + 1}: error[unsupported-argument] '
+                    f'{name}() takes no keyword arguments in the sandbox ({what})'
+                )
+    return found
+
+
+def unsupported_syntax(display: str) -> str:
+    """Monty's parser refusing a construct (a `NotImplementedError` while defining the wrapped script),
+    as a diagnostic on the script's own line (the wrapper adds one line above it)."""
+    lines = re.findall(r'line (\d+)', display)
+    line = max(int(lines[-1]) - 1, 1) if lines else 1
+    reason = display.strip().splitlines()[-1].split(': ', 1)[-1]
+    reason = reason.replace('The monty syntax parser does not yet support', 'the sandbox does not support')
+    return f'workflow.py:{line}:1: error[unsupported-syntax] {reason}'
+
+
+def with_hints(text: str, code: str, stubs: str) -> str:
+    """`text` (ty's concise messages) with a `hint:` line after each message a hint applies to."""
+    lines = code.splitlines()
+    context = _Context(stubs)
+    out = []
+    seen: set[str] = set()
+    for message in text.splitlines():
+        out.append(message)
+        m = DIAGNOSTIC.match(message.strip())
+        if m is None:
+            continue
+        line = lines[int(m['line']) - 1] if 0 < int(m['line']) <= len(lines) else ''
+        for rule, hint in HINTS:
+            if rule == m['rule'] or rule == '*':
+                text_hint = hint(m['message'], line, context)
+                if text_hint and text_hint not in seen:
+                    seen.add(text_hint)
+                    out.append(f'  hint: {text_hint}')
+                    break
+    return '\n'.join(out)
+
+
+class _Context:
+    """What a hint may know of the catalog: its signatures and result types, read from the stubs."""
+
+    def __init__(self, stubs: str) -> None:
+        found = re.finditer(r'^async def (?P<name>\w+)(?P<sig>\(.*?\) -> .+?):$', stubs, re.M)
+        self.signatures = {m['name']: m['sig'].strip() for m in found}
+        self.typed_dicts = set(re.findall(r'^class (\w+)\(TypedDict', stubs, re.M))
+
+    def signature(self, name: str) -> str | None:
+        sig = self.signatures.get(name)
+        return f'`{name}{sig}`' if sig else None
+
+
+def _overload(message: str, line: str, ctx: _Context) -> str | None:
+    if 'str.join' in message:
+        return 'join takes strings only: write `", ".join(str(x) for x in items)`.'
+    func = _quoted(message)
+    if func in ('max', 'min', 'sorted') and re.search(r'key\s*=\s*\w+\.get\b', line):
+        return f'`key=d.get` may return None, which {func}() cannot compare: write `key=lambda k: d[k]`.'
+    if func in ('max', 'min', 'sorted'):
+        return 'the key must return one comparable type for every item: write `key=lambda x: ...` that does.'
+    return None
+
+
+def _attribute(message: str, line: str, ctx: _Context) -> str | None:
+    m = re.search(r'Object of type `(?P<type>[\w\[\], |]+)` has no attribute `(?P<attr>\w+)`', message)
+    if m and (m['type'] in ctx.typed_dicts or m['type'].startswith(('dict', 'Settled'))):
+        return f'results are plain dicts: write `x["{m["attr"]}"]`, not `x.{m["attr"]}`.'
+    m = re.search(r'Module `asyncio` has no member `(\w+)`', message)
+    if m:
+        return f'the sandbox has no asyncio.{m[1]}: {JOINS}.'
+    return None
+
+
+def _reference(message: str, line: str, ctx: _Context) -> str | None:
+    name = _quoted(message)
+    if name == 'open':
+        reader = ' use `read_file(path=...)`' if 'read_file' in ctx.signatures else ' use a tool that reads files'
+        return f'there is no filesystem in the sandbox:{reader}.'
+    if name and name.endswith('Error'):
+        return 'catch `Exception` (a failed call raises RuntimeError, a refused one PermissionError).'
+    return None
+
+
+def _call(message: str, line: str, ctx: _Context) -> str | None:
+    m = re.search(r'function `(\w+)`', message)
+    signature = ctx.signature(m[1]) if m else None
+    if signature is None:
+        return None
+    return f'call it with keyword arguments, as its stub says: {signature}.'
+
+
+def _import(message: str, line: str, ctx: _Context) -> str | None:
+    return f'the sandbox can import: {IMPORTABLE}.'
+
+
+def _unsupported(message: str, line: str, ctx: _Context) -> str | None:
+    if 'gather() takes no keyword' in message and 'return_exceptions' in message:
+        return 'use `settle_all(...)` (or `settled(...)` around each call) to keep the results that succeeded.'
+    if 'takes no keyword' in message:
+        return JOINS + '.'
+    for what, hint in UNSUPPORTED_SYNTAX.items():
+        if what in message:
+            return hint + '.'
+    return None
+
+
+def _argument_type(message: str, line: str, ctx: _Context) -> str | None:
+    if re.search(r'found `[^`]*\| ', message) or re.search(r'`dict\[str, [^`]*\|', message):
+        return ('a dict literal with values of different types is typed `dict[str, A | B]`: annotate it '
+                '(`row: dict[str, Any] = {...}`) or read the value into a typed variable first.')
+    return None
+
+
+def _operator(message: str, line: str, ctx: _Context) -> str | None:
+    if '| None' in message:
+        return ('a value that may be None (from `d.get(k)`, or a `NotRequired` field) needs a default: '
+                '`d.get(k, 0)`, or `d[k]` when the key is certain.')
+    return None
+
+
+def _missing_key(message: str, line: str, ctx: _Context) -> str | None:
+    if '"value"' in message or "'value'" in message:
+        return 'a `Settled` has "value" only when "ok" is True: test `r["ok"]` first, or use `r.get("value")`.'
+    return None
+
+
+Hint = Callable[[str, str, _Context], str | None]
+HINTS: list[tuple[str, Hint]] = [
+    ('no-matching-overload', _overload),
+    ('unresolved-attribute', _attribute),
+    ('unresolved-reference', _reference),
+    ('too-many-positional-arguments', _call),
+    ('unknown-argument', _call),
+    ('missing-argument', _call),
+    ('unresolved-import', _import),
+    ('unsupported-argument', _unsupported),
+    ('unsupported-syntax', _unsupported),
+    ('invalid-argument-type', _argument_type),
+    ('unsupported-operator', _operator),
+    ('invalid-key', _missing_key),
+    ('possibly-missing-key', _missing_key),
+]
+
+
+def _quoted(message: str) -> str | None:
+    m = re.search(r'`(\w+)`', message)
+    return m[1] if m else None
+
+
+def _is_asyncio(func: ast.expr) -> bool:
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == 'asyncio'
