@@ -1,0 +1,177 @@
+"""What the model reads: the tool description, and the messages that get a script right.
+
+`model_scripts/` holds 40 scripts a model wrote on its first attempt for 40 ordinary requests, from
+nothing but the orchestrator's instructions and the `run_workflow` description (it saw no code and
+no feedback). Each must pass the check and run against the built-in catalog. `MISTAKES` are the
+mistakes models make: each must fail with a hint, and the fix the hint names must then pass.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import Harness, WorkflowError, WorkflowTypeError
+from harness._toolset import WorkflowToolset
+from subagents import register_builtins
+from tools.workspace import register_workspace_tools
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((Path(__file__).parent / 'model_scripts').glob('*.py'))
+
+
+@pytest.fixture(scope='module')
+def h() -> Harness:
+    harness = Harness(store=':memory:')
+    register_builtins(harness)
+    register_workspace_tools(harness, ROOT / 'examples' / 'sample_project')
+    yield harness
+    harness.close()
+
+
+@pytest.mark.parametrize('path', SCRIPTS, ids=[p.stem for p in SCRIPTS])
+def test_scripts_a_model_wrote_check_and_run(h: Harness, path: Path) -> None:
+    code = path.read_text()
+    report = h.check(code)
+    assert report.ok, report.errors
+    h.run_sync(code)
+    assert len(SCRIPTS) >= 30
+
+
+# (the mistake, a piece of the hint it must get, the script as the hint says to write it)
+MISTAKES = [
+    (
+        'counts = {"a.py": 2, "b.py": 1}\nmax(counts, key=counts.get)',
+        'write `key=lambda k: d[k]`',
+        'counts = {"a.py": 2, "b.py": 1}\nmax(counts, key=lambda k: counts[k])',
+    ),
+    (
+        'counts = {"a.py": 2, "b.py": 1}\nsorted(counts, key=counts.get, reverse=True)',
+        'write `key=lambda k: d[k]`',
+        'counts = {"a.py": 2, "b.py": 1}\nsorted(counts, key=lambda k: counts[k], reverse=True)',
+    ),
+    (
+        'r = await reviewer(path="utils.py", source=await read_file(path="utils.py"))\nr.verdict',
+        'write `x["verdict"]`, not `x.verdict`',
+        'r = await reviewer(path="utils.py", source=await read_file(path="utils.py"))\nr["verdict"]',
+    ),
+    (
+        'import asyncio\n'
+        'rs = await asyncio.gather(read_file(path="utils.py"), read_file(path="nope.py"), return_exceptions=True)\n'
+        'len(rs)',
+        'use `settle_all(...)`',
+        'rs = await settle_all(read_file(path="utils.py"), read_file(path="nope.py"))\nlen(rs)',
+    ),
+    (
+        'await read_file("utils.py")',
+        '`read_file(*, path: str) -> str`',
+        'await read_file(path="utils.py")',
+    ),
+    (
+        'await reviewer(task="review utils.py")',
+        "`reviewer(*, path: str, source: str, focus: Literal['bugs', 'style', 'all'] = 'all') -> Review`",
+        'await reviewer(path="utils.py", source=await read_file(path="utils.py"))',
+    ),
+    (
+        'import asyncio\nt = asyncio.create_task(read_file(path="utils.py"))\nawait t',
+        'fan out with `await asyncio.gather(...)`',
+        'import asyncio\n(t,) = await asyncio.gather(read_file(path="utils.py"))\nt',
+    ),
+    (
+        'import asyncio\nawait asyncio.wait_for(read_file(path="utils.py"), 5)',
+        'the sandbox has no asyncio.wait_for',
+        'await read_file(path="utils.py")',
+    ),
+    (
+        'open("utils.py").read()',
+        'use `read_file(path=...)`',
+        'await read_file(path="utils.py")',
+    ),
+    (
+        'import statistics\nstatistics.mean([1, 2, 3])',
+        'the sandbox can import: asyncio, json, math',
+        'import math\nmath.fsum([1, 2, 3]) / 3',
+    ),
+    (
+        'class Base:\n    pass\nclass Item(Base):\n    pass\nItem()',
+        'use plain dicts',
+        '{"kind": "item"}',
+    ),
+    (
+        'def numbers():\n    yield 1\nlist(numbers())',
+        'build and return a list instead of a generator',
+        'def numbers() -> list[int]:\n    return [1]\nnumbers()',
+    ),
+    (
+        'sizes = [3, 4]\n", ".join(sizes)',
+        'join takes strings only',
+        'sizes = [3, 4]\n", ".join(str(x) for x in sizes)',
+    ),
+    (
+        'counts: dict[str, int] = {}\ncounts.get("a") + 1',
+        '`d.get(k, 0)`',
+        'counts: dict[str, int] = {}\ncounts.get("a", 0) + 1',
+    ),
+]
+
+
+@pytest.mark.parametrize(('mistake', 'hint', 'fixed'), MISTAKES, ids=range(len(MISTAKES)))
+def test_a_mistake_gets_a_hint_that_fixes_it(h: Harness, mistake: str, hint: str, fixed: str) -> None:
+    with pytest.raises(WorkflowTypeError) as info:
+        h.run_sync(mistake)
+    message = info.value.message
+    assert re.search(r'^  hint: ', message, re.M), message
+    assert hint in message, message
+    assert h.check(fixed).ok, h.check(fixed).errors
+    h.run_sync(fixed)
+
+
+def test_a_dataclass_final_value_is_plain_data_and_other_objects_are_refused(h: Harness) -> None:
+    script = (
+        'from dataclasses import dataclass\n'
+        '@dataclass\n'
+        'class Item:\n'
+        '    path: str\n'
+        '    findings: int\n'
+        '[Item(path="a.py", findings=2), {"nested": Item(path="b.py", findings=0)}]'
+    )
+    assert h.run_sync(script).value == [{'path': 'a.py', 'findings': 2}, {'nested': {'path': 'b.py', 'findings': 0}}]
+    with pytest.raises(WorkflowError, match='holds an instance of class Box, which is not plain data') as info:
+        h.run_sync('class Box:\n    def __init__(self) -> None:\n        self.x = 1\nBox()')
+    assert 'MontyClassProxy' not in info.value.message
+
+
+def test_a_dataclass_argument_is_passed_as_a_dict(make_harness: Any) -> None:
+    harness = make_harness()
+    seen: list[Any] = []
+
+    @harness.tool
+    def keep(*, item: Any) -> str:
+        seen.append(item)
+        return 'kept'
+
+    script = 'from dataclasses import dataclass\n@dataclass\nclass P:\n    x: int\nawait keep(item=P(x=1))'
+    assert harness.run_sync(script).value == 'kept'
+    assert seen == [{'x': 1}]
+
+
+def test_a_callee_used_as_a_value_is_dispatched(h: Harness) -> None:
+    result = h.run_sync('read = read_file\nfns = [list_files]\n[len(await read(path="utils.py")) > 0, await fns[0]()]')
+    assert result.value[0] is True and 'utils.py' in result.value[1]
+    assert [c.callee for c in result.calls] == ['read_file', 'list_files']
+
+
+def test_the_description_is_written_from_the_catalog_and_stays_short(h: Harness) -> None:
+    description = WorkflowToolset(h).description()
+    rules = description[: description.index('The functions (stubs):')]
+    assert len(rules) / 4 < 1500  # about four characters a token
+    assert '`r = await critic(question="...", answer="...")`' in rules  # a real signature of this catalog
+    assert 'sub-agent calls (critic, drafter, editor, reviewer, summarizer): at most 50 in all.' in rules
+    assert 'host tool calls (list_files, read_file, search_text): at most 1000 in all.' in rules
+    assert 'answered from its stored result and costs nothing' in rules
+    assert 'Importable: asyncio, json, math, re, typing, collections' in rules
+    assert 'Results are plain data' in rules and 'stricter than Python' in rules
+    assert description.endswith(f'```python\n{h.stubs()}```')
