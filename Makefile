@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench
+.PHONY: demo test test-slow lint bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/harness ask "review the code in examples/sample_project"
 
+# The default tier: everything but tests marked `slow` (pyproject.toml deselects them).
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
+
+# The slow tier only (every crash moment, staggered kills); exit status 5 means it holds no test.
+test-slow: $(STAMP)
+	$(VENV)/bin/python -m pytest -m slow || [ $$? -eq 5 ]
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check harness subagents tools tests examples benchmarks

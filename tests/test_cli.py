@@ -1,9 +1,10 @@
-"""The `harness` console script, run for real as a subprocess (no keys, offline demo planner).
+"""The `harness` command line, offline (no keys: the demo planner and the built-in offline sub-agents).
 
-Each CLI start costs a few seconds of imports, so the stored-run tests share one store and one run
-(module-scoped fixtures), and independent invocations are started side by side with `run_many`.
-`harness chat` is driven through a pseudo-terminal; the history it passes between turns is checked
-in-process with a FunctionModel (the offline planner only ever reads the latest prompt).
+Everything runs in this process through typer's runner (`cli` in conftest.py: no model key, no
+tracing setup, the store each test names, every sandbox worker closed after each command); the
+stored-run tests share one store and one run (module-scoped fixtures). Two tests keep a real process,
+because the process is what they test: the installed `harness` console script, and `harness chat` on
+a pseudo-terminal where Ctrl-C is a real SIGINT.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,8 @@ import pytest
 
 HARNESS = str(Path(sys.executable).with_name('harness'))
 REPO = Path(__file__).resolve().parents[1]
-STRIPPED = {
-    'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'GROQ_API_KEY', 'MISTRAL_API_KEY',
-    'HARNESS_MODEL', 'HARNESS_BASE_URL', 'HARNESS_API_KEY', 'HARNESS_STORE', 'LOGFIRE_TOKEN',
-}
 RUN_LINE = re.compile(r'^run (?P<id>[0-9a-f]{12,}) · (?P<calls>\d+) call\(s\)$', re.MULTILINE)
+Cli = Callable[..., Any]
 
 GOOD_SCRIPT = """\
 files = await list_files(pattern="*.py")
@@ -93,51 +91,24 @@ async def drafter(*, task: str) -> str:
 '''
 
 
-def cli_env(store: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in STRIPPED and not k.startswith('OTEL_')}
-    env['HARNESS_STORE'] = str(store)
-    env.update(extra)
-    return env
-
-
-def start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [HARNESS, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f'{proc.args} timed out\nstdout:\n{out}\nstderr:\n{err}')
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def run_many(
-    commands: list[list[str]], cwd: Path, env: dict[str, str]
-) -> list[subprocess.CompletedProcess[str]]:
-    """Start independent invocations side by side (imports dominate each one's cost)."""
-    procs = [start(args, cwd, env) for args in commands]
-    return [finish(proc) for proc in procs]
-
-
-def run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_many([args], cwd, env)[0]
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f'{result.args} exited {result.returncode}\n{result.stdout}\n{result.stderr}'
-    assert 'Traceback' not in result.stderr, result.stderr
+def ok(result: Any) -> str:
+    """Exit 0, nothing escaped; the command's stdout."""
+    assert result.exit_code == 0 and not result.traceback, result.describe()
+    assert 'Traceback' not in result.stderr, result.describe()
     return result.stdout
 
 
-def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+def failed(result: Any) -> Any:
+    """Exit 1 by the command's own choice: no exception escaped, no traceback printed."""
+    assert result.exit_code == 1, result.describe()
+    assert isinstance(result.exception, SystemExit) and not result.traceback, result.describe()
+    assert 'Traceback' not in result.stderr + result.stdout, result.describe()
+    return result
+
+
+def one_line_error(result: Any, *needles: str) -> str:
     """Exit 1 with a single `error: ...` line on stderr and no Python traceback."""
-    assert result.returncode == 1, f'{result.args} exited {result.returncode}\n{result.stdout}\n{result.stderr}'
-    assert 'Traceback' not in result.stderr + result.stdout
+    failed(result)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: '), result.stderr
     for needle in needles:
@@ -158,16 +129,32 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope='module')
 def env(work: Path) -> dict[str, str]:
-    return cli_env(work / 'store' / 'runs.db')
+    return {'HARNESS_STORE': str(work / 'store' / 'runs.db')}
 
 
 @pytest.fixture(scope='module')
-def first_run(work: Path, env: dict[str, str]) -> tuple[str, subprocess.CompletedProcess[str]]:
+def first_run(cli: Cli, work: Path, env: dict[str, str]) -> tuple[str, Any]:
     """`harness exec good.py`, whose run the stored-run commands then work on."""
-    result = run(['exec', 'good.py'], work, env)
+    result = cli(['exec', 'good.py'], cwd=work, env=env)
     match = RUN_LINE.search(ok(result))
     assert match, result.stdout
     return match['id'], result
+
+
+# -- the installed console script, as a real process ------------------------------------------------
+
+
+def test_the_console_script_runs_a_workflow(work: Path, offline_env: Callable[..., dict[str, str]],
+                                             tmp_path: Path) -> None:
+    """The entry point itself: `harness` on PATH, its exit status and its two streams."""
+    proc = subprocess.run([HARNESS, 'exec', 'good.py'], cwd=work, env=offline_env(HARNESS_STORE=str(tmp_path / 'r.db')),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and 'Traceback' not in proc.stderr, f'{proc.returncode}\n{proc.stdout}\n{proc.stderr}'
+    assert '→ #1 list_files' in proc.stdout and '✓ #2 summarizer' in proc.stdout
+    match = RUN_LINE.search(proc.stdout)
+    assert match and match['calls'] == '2', proc.stdout
+    value = json.loads(proc.stdout[proc.stdout.index('{'):proc.stdout.index(f'run {match["id"]}')])
+    assert value['files'] == ['bad.py', 'good.py']
 
 
 # -- exec and check ---------------------------------------------------------------------------------
@@ -186,30 +173,27 @@ def test_exec_prints_the_value_live_calls_and_run_id(first_run: tuple[str, Any])
     assert RUN_LINE.search(out)['calls'] == '2'  # type: ignore[index]
 
 
-def test_exec_json_and_type_errors(work: Path, env: dict[str, str]) -> None:
-    as_json, bad = run_many([['exec', 'good.py', '--json'], ['exec', 'bad.py']], work, env)
-
+def test_exec_json_and_type_errors(cli: Cli, work: Path, env: dict[str, str]) -> None:
+    as_json = cli(['exec', 'good.py', '--json'], cwd=work, env=env)
     data = json.loads(ok(as_json))  # the whole of stdout is one JSON document: no live lines
     assert set(data) >= {'run_id', 'value', 'printed'}
     assert re.fullmatch(r'[0-9a-f]{12,}', data['run_id'])
     assert data['value']['files'] == ['bad.py', 'good.py']
 
-    assert bad.returncode == 1
-    assert 'Traceback' not in bad.stderr
+    bad = failed(cli(['exec', 'bad.py'], cwd=work, env=env))
     assert 'nothing ran' in bad.stderr
     assert 'bad.py:2:' in bad.stderr and 'error[invalid-argument-type]' in bad.stderr
     assert '→' not in bad.stdout  # no call was made
 
 
-def test_check_passes_a_good_script_and_reports_ty_errors(work: Path, env: dict[str, str]) -> None:
-    good, bad, missing = run_many([['check', 'good.py'], ['check', 'bad.py'], ['check', 'nope.py']], work, env)
-    assert 'ok' in ok(good)
-    assert bad.returncode == 1 and 'Traceback' not in bad.stderr
+def test_check_passes_a_good_script_and_reports_ty_errors(cli: Cli, work: Path, env: dict[str, str]) -> None:
+    assert 'ok' in ok(cli(['check', 'good.py'], cwd=work, env=env))
+    bad = failed(cli(['check', 'bad.py'], cwd=work, env=env))
     # ty's diagnostic: the script's name, the line, the rule name and the types, on one line.
     [diagnostic] = [line for line in bad.stdout.splitlines() if 'error[' in line]
     assert re.match(r'bad\.py:2:\d+: error\[invalid-argument-type\]', diagnostic), bad.stdout
     assert 'Expected `str`' in diagnostic and 'Literal[1]' in diagnostic
-    one_line_error(missing, 'cannot read nope.py')
+    one_line_error(cli(['check', 'nope.py'], cwd=work, env=env), 'cannot read nope.py')
 
 
 # -- the catalog and custom sub-agents ---------------------------------------------------------------
@@ -225,8 +209,8 @@ BUILTIN_SIGNATURES = [
 ]
 
 
-def test_agents_prints_the_catalog(work: Path, env: dict[str, str]) -> None:
-    out = ok(run(['agents'], work, env))
+def test_agents_prints_the_catalog(cli: Cli, work: Path, env: dict[str, str]) -> None:
+    out = ok(cli(['agents'], cwd=work, env=env))
     lines = out.splitlines()
     for signature in BUILTIN_SIGNATURES:
         assert signature in lines, signature
@@ -245,28 +229,29 @@ CUSTOM_SCRIPT = (
 WRONG_LANGUAGE = 'await translate(text="hello", to="es")\n'
 
 
-def test_custom_subagents_from_the_agents_option(tmp_path: Path) -> None:
+def test_custom_subagents_from_the_agents_option(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / 'mymod.py').write_text(CUSTOM_MODULE)
     (tmp_path / 'flow.py').write_text(CUSTOM_SCRIPT)
     (tmp_path / 'wrong.py').write_text(WRONG_LANGUAGE)
-    env = cli_env(tmp_path / 'runs.db')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
     opt = ['--agents', 'mymod:extras', '--agents', 'mymod:agents']
-    catalog, flow, wrong = run_many(
-        [['agents', *opt], ['exec', 'flow.py', '--json', *opt], ['check', 'wrong.py', *opt]], tmp_path, env
-    )
+    catalog = cli(['agents', *opt], cwd=tmp_path, env=env)
     lines = ok(catalog).splitlines()
     assert TRANSLATE in lines
     assert 'Translate a short English greeting.' in catalog.stdout
     assert SHOUTER in lines  # a pydantic-ai Agent becomes `(*, task: str) -> <output>`
     assert 'async def reviewer(' in catalog.stdout  # the built-ins are still there
-    assert json.loads(ok(flow))['value'] == ['bonjour', 'hallo']
-    assert wrong.returncode == 1 and 'wrong.py:1:' in wrong.stdout and 'invalid-argument-type' in wrong.stdout
+    assert json.loads(ok(cli(['exec', 'flow.py', '--json', *opt], cwd=tmp_path, env=env)))['value'] == [
+        'bonjour', 'hallo'
+    ]
+    wrong = failed(cli(['check', 'wrong.py', *opt], cwd=tmp_path, env=env))
+    assert 'wrong.py:1:' in wrong.stdout and 'invalid-argument-type' in wrong.stdout
 
-    bad_spec = run(['agents', '--agents', 'mymod:nothing_here'], tmp_path, env)
+    bad_spec = cli(['agents', '--agents', 'mymod:nothing_here'], cwd=tmp_path, env=env)
     one_line_error(bad_spec, "'mymod:nothing_here'", 'no attribute')
 
 
-def test_custom_subagents_from_pyproject(tmp_path: Path) -> None:
+def test_custom_subagents_from_pyproject(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / 'pyproject.toml').write_text(
         '[project]\nname = "demo"\n\n[tool.harness]\nagents = ["mymod:extras", "mymod:agents"]\n'
     )
@@ -274,11 +259,10 @@ def test_custom_subagents_from_pyproject(tmp_path: Path) -> None:
     sub = tmp_path / 'scripts'  # the nearest pyproject.toml up the tree applies, and its folder is importable
     sub.mkdir()
     (sub / 'flow.py').write_text('await shouter(task="hello") + " " + await translate(text="hello", to="de")\n')
-    env = cli_env(tmp_path / 'runs.db')
-    catalog, flow = run_many([['agents'], ['exec', 'flow.py']], sub, env)
-    lines = ok(catalog).splitlines()
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    lines = ok(cli(['agents'], cwd=sub, env=env)).splitlines()
     assert TRANSLATE in lines and SHOUTER in lines
-    out = ok(flow)
+    out = ok(cli(['exec', 'flow.py'], cwd=sub, env=env))
     assert '"HELLO! hallo"' in out
     assert '→ #1 shouter' in out and RUN_LINE.search(out)
 
@@ -286,13 +270,9 @@ def test_custom_subagents_from_pyproject(tmp_path: Path) -> None:
 # -- ask (offline demo planner) ----------------------------------------------------------------------
 
 
-def test_ask_reviews_the_sample_project_offline(work: Path) -> None:
-    env = cli_env(work / 'ask-store' / 'runs.db')  # its own store: the repo's .harness is left alone
-    review, weather = run_many(
-        [['ask', 'review the code in examples/sample_project'], ['ask', 'something unrelated like the weather']],
-        REPO, env,
-    )
-    out = ok(review)
+def test_ask_reviews_the_sample_project_offline(cli: Cli, work: Path) -> None:
+    env = {'HARNESS_STORE': str(work / 'ask-store' / 'runs.db')}  # its own store: the repo's .harness is left alone
+    out = ok(cli(['ask', 'review the code in examples/sample_project'], cwd=REPO, env=env))
     lines = out.splitlines()
     assert lines[0].startswith('Offline demo mode:'), lines[0]
     assert any(re.match(r'\s*→ #1 list_files\(', line) for line in lines)
@@ -305,7 +285,7 @@ def test_ask_reviews_the_sample_project_offline(work: Path) -> None:
     assert run_line and run_line['calls'] == '12'
     assert f'trace: harness trace {run_line["id"]}' in out
 
-    out = ok(weather)
+    out = ok(cli(['ask', 'something unrelated like the weather'], cwd=REPO, env=env))
     assert out.splitlines()[0].startswith('Offline demo mode:')
     assert 'I am the offline demo planner' in out
     flat = ' '.join(out.split())  # the help text is wrapped at the terminal width
@@ -316,12 +296,10 @@ def test_ask_reviews_the_sample_project_offline(work: Path) -> None:
 # -- stored runs ---------------------------------------------------------------------------------------
 
 
-def test_runs_show_and_trace(work: Path, env: dict[str, str], first_run: tuple[str, Any]) -> None:
+def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_run: tuple[str, Any]) -> None:
     run_id, _ = first_run
-    runs, show, tree, mermaid, by_prefix = run_many(
-        [['runs'], ['show', run_id], ['trace', run_id], ['trace', run_id, '--mermaid'], ['show', run_id[:12]]],
-        work, env,
-    )
+    commands = [['runs'], ['show', run_id], ['trace', run_id], ['trace', run_id, '--mermaid'], ['show', run_id[:12]]]
+    runs, show, tree, mermaid, by_prefix = (cli(args, cwd=work, env=env) for args in commands)
     listing = [line.split() for line in ok(runs).splitlines()]
     assert listing[0][:5] == ['run', 'when', 'status', 'calls', 'duration']
     row = next(cols for cols in listing if cols[0] == run_id)  # the whole id, even at 80 columns
@@ -345,40 +323,45 @@ def test_runs_show_and_trace(work: Path, env: dict[str, str], first_run: tuple[s
     assert re.search(r'[├└]── call list_files\b', out) and re.search(r'[├└]── call summarizer\b', out)
     assert 'invoke_agent summarizer' in out  # the sub-agent's own spans nest under its call
 
+    # The script's possible calls as a flowchart, the path this run took drawn thick and marked taken.
     out = ok(mermaid)
     assert out.startswith('flowchart TD')
-    assert f'run_workflow {run_id}' in out
-    assert '#1 list_files' in out and '#2 summarizer' in out and '-->' in out
+    nodes = {callee: node for node, callee in re.findall(r'^\s*(\w+)\["(\w+)<br/>line \d+"\]', out, re.MULTILINE)}
+    assert '"list_files<br/>line 1"' in out and '"summarizer<br/>line 2"' in out
+    first, second = nodes['list_files'], nodes['summarizer']
+    for edge in (f'start ==> {first}', f'{first} ==> {second}', f'{second} ==> end_'):
+        assert re.search(rf'^\s*{edge}\s*$', out, re.MULTILINE), (edge, out)
+    assert re.search(rf'^\s*class {first},{second} taken;', out, re.MULTILINE), out
 
 
-def test_replay_and_fork(work: Path, env: dict[str, str], first_run: tuple[str, Any]) -> None:
+def test_replay_and_fork(cli: Cli, work: Path, env: dict[str, str], first_run: tuple[str, Any]) -> None:
     run_id, result = first_run
     original = result.stdout[result.stdout.index('{'):result.stdout.index(f'run {run_id}')]
-    replay, fork = run_many(
-        [['replay', run_id], ['fork', run_id, '--at', '2', '--result', '"a different summary"']], work, env
-    )
-    out = ok(replay)
+    out = ok(cli(['replay', run_id], cwd=work, env=env))
     assert '(replayed)' in out and '(answered)' not in out
     value = out[out.index('{'):out.index('replayed run')]
     assert json.loads(value) == json.loads(original)
     assert f'replayed run {run_id} · 2 call(s)' in out
 
-    out = ok(fork)
+    out = ok(cli(['fork', run_id, '--at', '2', '--result', '"a different summary"'], cwd=work, env=env))
     assert '✓ #2 summarizer' in out and '(answered)' in out
     value = json.loads(out[out.index('{'):out.index('forked run')])
     assert value == {'files': ['bad.py', 'good.py'], 'summary': 'a different summary'}
     forked = re.search(r'forked run (\w+) · 2 call\(s\)', out)
     assert forked and forked[1] != run_id
 
-    show = ok(run(['show', forked[1]], work, env))
+    show = ok(cli(['show', forked[1]], cwd=work, env=env))
     assert f'forked from {run_id} at call #2' in show
     assert 'a different summary' in show
 
 
-def test_unknown_runs_and_missing_store_are_one_line_errors(work: Path, env: dict[str, str]) -> None:
+def test_unknown_runs_and_missing_store_are_one_line_errors(
+    cli: Cli, work: Path, env: dict[str, str], first_run: tuple[str, Any]
+) -> None:
     missing_store = work / 'nowhere' / 'runs.db'
-    results = run_many(
-        [
+    results = [
+        cli(args, cwd=work, env=env)
+        for args in (
             ['show', 'nope'],
             ['trace', 'nope'],
             ['replay', 'nope'],
@@ -387,9 +370,8 @@ def test_unknown_runs_and_missing_store_are_one_line_errors(work: Path, env: dic
             ['show', 'nope', '--store', str(missing_store)],
             ['replay', 'nope', '--store', str(missing_store)],
             ['fork', 'nope', '--at', '1', '--result', 'not json'],
-        ],
-        work, env,
-    )
+        )
+    ]
     for result in results[:4]:
         one_line_error(result, "'nope'", 'harness runs')
     for result in results[4:7]:
@@ -458,9 +440,11 @@ def terminal() -> Iterator[list[Terminal]]:
 PROMPT = r'you> '
 
 
-def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(tmp_path: Path, terminal: list[Terminal]) -> None:
+def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
+    tmp_path: Path, terminal: list[Terminal], offline_env: Callable[..., dict[str, str]]
+) -> None:
     (tmp_path / 'slowmod.py').write_text(SLOW_MODULE)
-    env = cli_env(tmp_path / 'runs.db')
+    env = offline_env(HARNESS_STORE=str(tmp_path / 'runs.db'))
     term = Terminal([HARNESS, 'chat', '--agents', 'slowmod:drafter'], tmp_path, env)
     terminal.append(term)
 
@@ -477,15 +461,11 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(tmp_path: Path, term
     # Turn 2: the drafter sleeps; Ctrl-C once the first call has started cancels the workflow.
     term.send(b'write a poem about tests\r')
     term.expect(r'→ #1 drafter', 30)
-    pressed = time.monotonic()
     term.send(b'\x03')
-    cancelled = term.expect(r'cancelled\s*\r?\n' + PROMPT, 10)
-    assert time.monotonic() - pressed < 10
+    cancelled = term.expect(r'cancelled\s*\r?\n' + PROMPT, 30)
     assert 'orchestrator>' not in cancelled and 'Traceback' not in cancelled
     assert term.proc.poll() is None  # still running, back at the prompt
-    deadline = time.monotonic() + 5  # the sleeping sub-agent was cancelled, not left running
-    while not (tmp_path / 'drafter-cancelled.txt').exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # The sleeping sub-agent was cancelled (it says so in a file as it stops), not left running.
     assert 'poem' in (tmp_path / 'drafter-cancelled.txt').read_text()
 
     # Turn 3: a question, answered in the same session; its footer lists this turn's run only.
@@ -502,8 +482,8 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(tmp_path: Path, term
     assert term.proc.wait(timeout=30) == 0
 
 
-def test_chat_passes_the_history_to_the_next_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chat loop itself (in-process, through typer's runner) with a model that reads its history."""
+def test_chat_passes_the_history_to_the_next_turn(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat loop itself (in this process) with a model that reads its history."""
     from pydantic_ai.messages import (
         ModelMessage,
         ModelRequest,
@@ -514,9 +494,8 @@ def test_chat_passes_the_history_to_the_next_turn(tmp_path: Path, monkeypatch: p
         UserPromptPart,
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
-    from typer.testing import CliRunner
 
-    import harness._cli as cli
+    import harness._cli
     from harness._models import ModelChoice
 
     histories: list[list[str]] = []
@@ -539,18 +518,15 @@ def test_chat_passes_the_history_to_the_next_turn(tmp_path: Path, monkeypatch: p
         return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code})])
 
     monkeypatch.setattr(
-        cli, 'choose_model', lambda *a, **k: ModelChoice(FunctionModel(respond), 'scripted', demo=False)
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(FunctionModel(respond), 'scripted', demo=False)
     )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv('HARNESS_STORE', str(tmp_path / 'runs.db'))
-
-    result = CliRunner().invoke(cli.app, ['chat'], input='write a haiku about tests\nnow only its first line, loudly\n')
-    assert result.exit_code == 0, result.output
-    assert 'model: scripted' in result.output
-    assert 'orchestrator> green checks in a row / the suite hums / merge before rain' in result.output
-    assert 'orchestrator> GREEN CHECKS IN A ROW' in result.output
+    out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
+                 input='write a haiku about tests\nnow only its first line, loudly\n'))
+    assert 'model: scripted' in out
+    assert 'orchestrator> green checks in a row / the suite hums / merge before rain' in out
+    assert 'orchestrator> GREEN CHECKS IN A ROW' in out
     assert histories == [
         ['write a haiku about tests'],
         ['write a haiku about tests', 'now only its first line, loudly'],
     ]
-    assert [calls for _, calls in RUN_LINE.findall(result.output)] == ['1', '1']
+    assert [calls for _, calls in RUN_LINE.findall(out)] == ['1', '1']

@@ -1,17 +1,28 @@
-"""Durable runs: journal, snapshots, resume after SIGKILL, replay, fork, tampered blobs."""
+"""Durable runs: journal, snapshots, resume after SIGKILL, replay, fork, tampered blobs.
+
+The crash tests kill a real process and resume in a fresh one, but only two processes per test: one
+runs a workflow per kill moment, each frozen at its moment on its own thread (a call's `started` or
+`finished` event, or inside a callee), and is SIGKILLed once all are there; one resumes them all. A
+moment is an event, never a delay, so a kill lands in the same phase of the run however busy the
+machine is (and the assertions hold for any state a kill can leave). Five representative moments run
+by default, all twenty (plus a sweep of staggered kills at arbitrary instants) under `-m slow`.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import select
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,94 +31,140 @@ from harness._store import RunStore
 
 WORKER = Path(__file__).with_name('crash_worker.py')
 sys.path.insert(0, str(WORKER.parent))
-from crash_worker import EXPECTED, SCRIPT, build  # noqa: E402
+from crash_worker import CALLS, EXPECTED, SCRIPT, build  # noqa: E402
+
+# Every moment the slow tier cuts a run at: the call's event (the engine stops inside it) or its callee
+# executing. Before and inside the first gather, between and inside later ones, and around the one
+# side-effecting call (#31): journaled but not started, executing, done but not journaled.
+MOMENTS = [
+    'started:1', 'callee:1', 'finished:1', 'finished:3', 'started:4', 'callee:8', 'finished:9', 'started:13',
+    'callee:14', 'finished:15', 'started:16', 'finished:18', 'callee:20', 'started:22', 'finished:24',
+    'callee:27', 'finished:30', 'started:31', 'callee:31', 'finished:31',
+]
+# The default tier: nothing has run yet; mid-run, a callee of a gather executing; the last result of a
+# gather computed, not yet journaled; the side effect in flight; the side effect done, not journaled.
+REPRESENTATIVE = ['started:1', 'callee:14', 'finished:18', 'callee:31', 'finished:31']
+# Two more runs cut mid-way, as sources of stored snapshots for the tampering tests.
+TAMPER_SOURCES = ['callee:14', 'callee:14']
 
 
-def worker(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
-    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, text=True, env=env)
+def worker_env() -> dict[str, str]:
+    return {**os.environ, 'PYTHONUNBUFFERED': '1'}
 
 
-def start_and_kill(store: Path, markers: Path, delay: float) -> str:
-    proc = worker('run', str(store), str(markers))
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith('run '), line
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return line.split()[1]
+@dataclass(frozen=True)
+class Crashed:
+    store: Path
+    markers: Path
+    run_id: str
+    moment: str
 
 
-def finish(*runs: tuple[Path, Path, str], mode: str = 'resume') -> list[dict]:
-    """Resume the given runs, one after another, in ONE fresh process."""
-    args = [str(x) for run in runs for x in run]
-    proc = worker(mode, *args)
-    out, _ = proc.communicate(timeout=300)
-    return [json.loads(line) for line in out.strip().splitlines()]
+def crash(spawn: Callable[..., Any], directory: Path, moments: list[str]) -> list[Crashed]:
+    """One process runs a workflow per moment, each frozen at its moment; SIGKILL it once all are."""
+    child = spawn([sys.executable, str(WORKER), 'run', str(directory), *moments], env=worker_env())
+    run_ids: dict[int, str] = {}
+    while (line := child.line()) != 'all frozen':
+        assert line.startswith('frozen '), f'{line}\n{child.describe()}'
+        _, index, run_id = line.split()
+        run_ids[int(index)] = run_id
+    child.kill()
+    return [Crashed(directory / f'runs{i}.db', directory / f'markers{i}', run_ids[i], m) for i, m in enumerate(moments)]
+
+
+def resume_in(server: Any, mode: str, runs: list[Crashed]) -> dict[str, dict[str, Any]]:
+    """Resume the runs, one after another, in the `serve` process; its answer per run id."""
+    server.send(json.dumps({'mode': mode, 'runs': [[str(r.store), str(r.markers), r.run_id] for r in runs]}))
+    answers = [json.loads(server.line()) for _ in runs]
+    assert server.line() == 'done'
+    return {a['run_id']: a for a in answers}
 
 
 def markers_by_call(markers: Path) -> Counter[str]:
     return Counter(p.name.rsplit('-', 1)[0] for p in markers.iterdir())
 
 
-# Kill moments measured from the first call: before, during and between the gathers, while results
-# are being journaled and snapshots written, and while the side-effecting call is in flight.
-KILL_DELAYS = [0.0, 0.03, 0.07, 0.1, 0.14, 0.18, 0.22, 0.27, 0.31, 0.36,
-               0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9, 1.0, 1.15]
+def journaled_results(store: Path, run_id: str) -> set[int]:
+    with RunStore(store) as db:
+        return {r.seq for r in db.calls(run_id) if r.status in ('ok', 'error')}
 
 
-def crash_all(tmp_path: Path) -> list[tuple[Path, Path, str]]:
-    """Start one workflow process per kill moment (four at a time) and SIGKILL each at its moment."""
-    killed: list[tuple[Path, Path, str]] = []
-    for batch in range(0, len(KILL_DELAYS), 4):
-        procs = []
-        for k in range(batch, min(batch + 4, len(KILL_DELAYS))):
-            store, markers = tmp_path / f'runs{k}.db', tmp_path / f'markers{k}'
-            markers.mkdir()
-            procs.append((store, markers, KILL_DELAYS[k], worker('run', str(store), str(markers))))
-        firsts = []
-        for store, markers, _delay, proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith('run '), line
-            firsts.append(time.monotonic())
-            killed.append((store, markers, line.split()[1]))
-        for (_, _, delay, proc), first in sorted(zip(procs, firsts, strict=True), key=lambda pf: pf[1] + pf[0][2]):
-            time.sleep(max(0.0, first + delay - time.monotonic()))
-            proc.send_signal(signal.SIGKILL)
-        for *_, proc in procs:
-            proc.wait()
-    return killed
-
-
-@pytest.mark.timeout(600)
-def test_sigkill_at_twenty_moments_then_resume_in_a_new_process(tmp_path: Path):
-    killed = crash_all(tmp_path)
-    journaled = {}
-    for store, _, run_id in killed:
-        with RunStore(store) as db:
-            journaled[run_id] = {r.seq for r in db.calls(run_id) if r.status in ('ok', 'error')}
-    outcomes = dict(zip([k[2] for k in killed], finish(*killed), strict=True))
-    undecided = [k for k in killed if outcomes[k[2]].get('error') == 'NeedsDecision']
-    for _, markers, run_id in undecided:
-        # Killed while the side-effecting call was in flight: never re-run without permission.
-        assert markers_by_call(markers)['charge'] == 1
-        assert '--retry-unknown' in outcomes[run_id]['message']
+def assert_resumes_exactly_once(
+    server: Any, crashed: list[Crashed], *, side_effect_in_flight: set[str] | None = None
+) -> None:
+    """Resume every crashed run in a fresh process: each completes with the expected value, every call
+    whose result was journaled before the kill never ran again, and a side-effecting call whose outcome
+    is unknown is not re-run until that is allowed. `side_effect_in_flight`: the moments at which that
+    must be the case (None: whichever it is)."""
+    journaled = {c.run_id: journaled_results(c.store, c.run_id) for c in crashed}
+    at_kill = {c.run_id: markers_by_call(c.markers) for c in crashed}
+    outcomes = resume_in(server, 'resume', crashed)
+    undecided = [c for c in crashed if outcomes[c.run_id].get('error') == 'NeedsDecision']
+    if side_effect_in_flight is not None:
+        assert {c.moment for c in undecided} == side_effect_in_flight, outcomes
+    for c in undecided:
+        assert markers_by_call(c.markers) == at_kill[c.run_id]  # not re-run without permission
+        assert '--retry-unknown' in outcomes[c.run_id]['message']
     if undecided:
-        outcomes.update(zip([k[2] for k in undecided], finish(*undecided, mode="resume-retry"), strict=True))
-    for store, markers, run_id in killed:
-        assert outcomes[run_id] == {'value': EXPECTED, 'run_id': run_id}
-        with RunStore(store) as db:
-            rows = db.calls(run_id)
-            assert db.get_run(run_id).status == 'completed'
-        counts = markers_by_call(markers)
-        assert len(rows) == 31
+        outcomes.update(resume_in(server, 'resume-retry', undecided))
+    for c in crashed:
+        assert outcomes[c.run_id] == {'value': EXPECTED, 'run_id': c.run_id}, (c.moment, outcomes[c.run_id])
+        with RunStore(c.store) as db:
+            rows = db.calls(c.run_id)
+            assert db.get_run(c.run_id).status == 'completed'
+        counts = markers_by_call(c.markers)
+        assert len(rows) == CALLS
         for row in rows:
             name = 'charge' if row.callee == 'charge' else f'slow-{row.arguments["i"]}'
-            assert 1 <= counts[name] <= row.attempt, (run_id, row.seq, name, counts[name], row.attempt)
-            if row.seq in journaled[run_id]:  # its result was journaled before the kill: it never ran again
-                assert counts[name] == 1 and row.attempt == 1, (run_id, row.seq, name)
+            assert 1 <= counts[name] <= row.attempt, (c.moment, row.seq, name, counts[name], row.attempt)
+            if row.seq in journaled[c.run_id]:  # its result was journaled before the kill: it never ran again
+                assert counts[name] == 1 and row.attempt == 1, (c.moment, row.seq, name)
+
+
+def in_flight(moments: list[str]) -> set[str]:
+    return {m for m in moments if m.endswith(f':{CALLS}')}
+
+
+@pytest.fixture(scope='module')
+def crashed(
+    spawn: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[Crashed], Any]]:
+    """The default tier's crashed runs (and the tampering tests' sources), and a resuming process
+    started alongside, so its imports overlap the crashing process's work."""
+    server = spawn([sys.executable, str(WORKER), 'serve'], env=worker_env())
+    yield crash(spawn, tmp_path_factory.mktemp('crash'), REPRESENTATIVE + TAMPER_SOURCES), server
+    server.finish()
+
+
+def test_sigkill_at_representative_moments_then_resume_in_a_new_process(crashed: tuple[list[Crashed], Any]):
+    runs, server = crashed
+    assert_resumes_exactly_once(server, runs[: len(REPRESENTATIVE)], side_effect_in_flight=in_flight(REPRESENTATIVE))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigkill_at_all_twenty_moments_then_resume_in_a_new_process(spawn: Callable[..., Any], tmp_path: Path):
+    server = spawn([sys.executable, str(WORKER), 'serve'], env=worker_env())
+    assert_resumes_exactly_once(server, crash(spawn, tmp_path, MOMENTS), side_effect_in_flight=in_flight(MOMENTS))
+    server.finish()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_sigkill_at_staggered_instants_then_resume_in_a_new_process(spawn: Callable[..., Any], tmp_path: Path):
+    """Twenty runs with callees that take real time, started 60 ms apart in one process that SIGKILLs
+    itself 1.2 s after the first started: each is cut at another instant, wherever that falls (inside
+    a journal write or a snapshot write too). Whatever the state, resuming must finish each exactly once."""
+    server = spawn([sys.executable, str(WORKER), 'serve'], env=worker_env())
+    count = 20
+    child = spawn([sys.executable, str(WORKER), 'sweep', str(tmp_path), str(count), '0.06', '1.2'], env=worker_env())
+    assert child.wait(timeout=300) == -signal.SIGKILL, child.describe()
+    started = [line.split() for line in ''.join(child.stdout).splitlines() if line.startswith('run ')]
+    assert started, child.describe()
+    runs = [Crashed(tmp_path / f'runs{i}.db', tmp_path / f'markers{i}', run_id, f'instant {i}')
+            for _, i, run_id in started]
+    assert_resumes_exactly_once(server, runs)
+    server.finish()
 
 
 def test_uncrashed_run_replays_without_calling_anything_and_detects_divergence(tmp_path: Path):
@@ -156,6 +213,15 @@ def test_fork_answers_call_k_and_runs_later_calls_live(tmp_path: Path):
         h.close()
 
 
+def copy_store(source: Path, target: Path) -> Path:
+    """A consistent copy of a store, as the killed process left it (committed writes only)."""
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    return target
+
+
 def tamper(db_path: Path, run_id: str, change, *, as_if_written: bool = False) -> None:
     """Change the newest snapshot's blob; `as_if_written` also updates its recorded size and checksum,
     as a blob genuinely written that way (by a newer harness, or copied whole from another store) would have."""
@@ -167,6 +233,12 @@ def tamper(db_path: Path, run_id: str, change, *, as_if_written: bool = False) -
         if as_if_written:
             db.execute('UPDATE snapshots SET size = ?, digest = ? WHERE id = ?',
                        (len(new), hashlib.sha256(new).hexdigest(), snap_id))
+    db.close()
+
+
+def tamper_sources(crashed: tuple[list[Crashed], Any]) -> list[Crashed]:
+    runs, _ = crashed
+    return runs[len(REPRESENTATIVE):]
 
 
 @pytest.mark.parametrize(
@@ -178,48 +250,73 @@ def tamper(db_path: Path, run_id: str, change, *, as_if_written: bool = False) -
         (lambda b: b[:4] + (99).to_bytes(2, 'little') + b[6:], True, 'newer harness'),
     ],
 )
-def test_tampered_snapshots_refuse_to_load_and_nothing_runs(tmp_path: Path, change, as_if_written, words):
-    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+def test_tampered_snapshots_refuse_to_load_and_nothing_runs(
+    crashed: tuple[list[Crashed], Any], tmp_path: Path, change, as_if_written, words
+):
+    source = tamper_sources(crashed)[0]
+    store, markers = copy_store(source.store, tmp_path / 'runs.db'), tmp_path / 'markers'
     markers.mkdir()
-    run_id = start_and_kill(store, markers, 0.3)
-    tamper(store, run_id, change, as_if_written=as_if_written)
-    before = markers_by_call(markers)
+    tamper(store, source.run_id, change, as_if_written=as_if_written)
     h = build(str(store), markers)
     try:
         with pytest.raises(SnapshotError, match=words):
-            h.resume_sync(run_id)
+            h.resume_sync(source.run_id)
     finally:
         h.close()
-    assert markers_by_call(markers) == before
+    assert markers_by_call(markers) == Counter()  # nothing ran
 
 
-def test_a_blob_from_another_store_is_refused(tmp_path: Path):
+def test_a_blob_from_another_store_is_refused(crashed: tuple[list[Crashed], Any], tmp_path: Path):
+    a, b = tamper_sources(crashed)
+    with sqlite3.connect(a.store) as db:
+        blob = db.execute('SELECT blob FROM snapshots WHERE run_id = ? ORDER BY id DESC', (a.run_id,)).fetchone()[0]
+    db.close()
+    store = copy_store(b.store, tmp_path / 'b.db')
+    tamper(store, b.run_id, lambda _: bytes(blob), as_if_written=True)
     markers = tmp_path / 'markers'
     markers.mkdir()
-    run_a = start_and_kill(tmp_path / 'a.db', markers, 0.3)
-    run_b = start_and_kill(tmp_path / 'b.db', markers, 0.3)
-    with sqlite3.connect(tmp_path / 'a.db') as a:
-        blob = a.execute('SELECT blob FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_a,)).fetchone()[0]
-    tamper(tmp_path / 'b.db', run_b, lambda _: bytes(blob), as_if_written=True)
-    h = build(str(tmp_path / 'b.db'), markers)
+    h = build(str(store), markers)
     try:
         with pytest.raises(SnapshotError, match='another store'):
-            h.resume_sync(run_b)
+            h.resume_sync(b.run_id)
     finally:
         h.close()
+    assert markers_by_call(markers) == Counter()
 
 
-def test_two_processes_share_one_store_without_losing_rows(tmp_path: Path):
-    code = (
-        'import sys\nfrom harness import Harness\n'
-        f'h = Harness(store={str(tmp_path / "shared.db")!r})\n'
-        '@h.tool\ndef inc(*, x: int) -> int:\n    return x + 1\n'
-        'for i in range(15):\n    h.run_sync("a = await inc(x=1)\\nb = await inc(x=a)\\nb")\n'
-        'h.close()\n'
-    )
-    procs = [subprocess.Popen([sys.executable, '-c', code]) for _ in range(2)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    with RunStore(tmp_path / 'shared.db') as db:
+SHARED_STORE_WRITER = '''\
+import sys
+from harness import Harness
+h = Harness(store=sys.argv[1])
+@h.tool
+def inc(*, x: int) -> int:
+    return x + 1
+print('ready', flush=True)
+sys.stdin.readline()
+for i in range(15):
+    h.run_sync("a = await inc(x=1)\\nb = await inc(x=a)\\nb")
+h.close()
+print('done', flush=True)
+'''
+
+
+def test_two_processes_share_one_store_without_losing_rows(spawn: Callable[..., Any], make_harness, tmp_path: Path):
+    """This process and another write runs to one store file at the same time (they start on a signal)."""
+    path = tmp_path / 'shared.db'
+    other = spawn([sys.executable, '-c', SHARED_STORE_WRITER, str(path)], env=worker_env())
+    h = make_harness(store=str(path))
+
+    @h.tool
+    def inc(*, x: int) -> int:
+        return x + 1
+
+    assert other.line() == 'ready'
+    other.send('go')
+    for _ in range(15):
+        h.run_sync('a = await inc(x=1)\nb = await inc(x=a)\nb')
+    assert other.line() == 'done'
+    other.finish()
+    with RunStore(path) as db:
         runs = db.list_runs(limit=100)
         assert len(runs) == 30
         assert all(r.status == 'completed' and r.value == 3 for r in runs)
@@ -247,13 +344,12 @@ def test_granted_clock_and_randomness_are_journaled_and_replayed(make_harness, t
     h = make_harness(store=str(tmp_path / 'b.db'), grant_clock=True, grant_randomness=True)
     first = h.run_sync(code)
     assert [c.callee for c in first.calls] == ['os:time.time', 'os:os.urandom']
-    time.sleep(0.05)
     again = h.replay_sync(first.run_id)
-    assert again.value == first.value  # the same clock reading and the same random draw
-    assert {c.source for c in again.calls} == {'replayed'}
+    assert {c.source for c in again.calls} == {'replayed'}  # the host was not asked again
+    assert again.value == first.value  # so the same clock reading and the same random draw
 
 
-def test_a_killed_sandbox_worker_is_a_retry_and_the_run_resumes(make_harness, tmp_path: Path):
+def test_a_killed_sandbox_worker_is_a_retry_and_the_run_resumes(make_harness, sandbox_workers, tmp_path: Path):
     h = make_harness(store=str(tmp_path / 'runs.db'))
     ran: list[int] = []
 
@@ -261,9 +357,11 @@ def test_a_killed_sandbox_worker_is_a_retry_and_the_run_resumes(make_harness, tm
     def step(*, i: int) -> int:
         ran.append(i)
         if i == 2 and len(ran) == 3:  # first time only: kill the worker running this script
-            for pid in monty_workers():
+            killed = sandbox_workers()
+            assert killed
+            for pid in killed:
                 os.kill(pid, signal.SIGKILL)
-            time.sleep(0.2)
+            wait_until_dead(killed)  # before the result goes back to the sandbox
         return i * 10
 
     code = 'total = 0\nfor i in range(4):\n    total += await step(i=i)\ntotal'
@@ -276,16 +374,17 @@ def test_a_killed_sandbox_worker_is_a_retry_and_the_run_resumes(make_harness, tm
     assert ran == [0, 1, 2, 3]  # nothing journaled ran twice
 
 
-def monty_workers() -> list[int]:
-    """This process's sandbox worker processes."""
-    pids = []
-    for entry in Path('/proc').iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / 'stat').read_text()
-                cmd = (entry / 'cmdline').read_bytes()
-            except OSError:
-                continue
-            if int(stat.rsplit(')', 1)[1].split()[1]) == os.getpid() and b'monty' in cmd:
-                pids.append(int(entry.name))
-    return pids
+def wait_until_dead(pids: list[int], timeout: float = 30) -> None:
+    """Block until each process has exited (a pidfd becomes readable then), at most `timeout` s."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f'sandbox worker {pid} still alive {timeout}s after SIGKILL'
+        finally:
+            os.close(fd)
+

@@ -8,8 +8,10 @@
 3. A run SIGKILLed mid-way and resumed in another fresh process stays in its original trace.
 4. With no token and no endpoint nothing leaves the machine, and `harness trace RUN` prints the tree.
 
-The subprocesses (the slowest part: each imports pydantic-ai) start together in the `workers`
-fixture and run while the tests wait on them.
+Two worker processes do 2-4, because tracing is configured once per process from its environment:
+`otlp` sends the fan-out to the receiver, then runs a workflow that freezes mid-way and is SIGKILLed;
+`offline`, started alongside, runs the fan-out with no tracing setup, then resumes the killed run.
+`harness trace` runs in this process.
 """
 
 from __future__ import annotations
@@ -20,14 +22,9 @@ import io
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
 import sys
 import threading
-import time
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,7 +124,7 @@ class Receiver:
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.paths: list[str] = []
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -174,6 +171,12 @@ class Receiver:
         with self.lock:
             self.paths.append(path)
             self.spans.extend(spans)
+            self.lock.notify_all()
+
+    def wait_for(self, arrived: Callable[[], bool], timeout: float = 60) -> None:
+        """Block until `arrived()` holds, checked as each export request comes in."""
+        with self.lock:
+            assert self.lock.wait_for(arrived, timeout), f'not received within {timeout}s: {self.paths}'
 
     def from_pid(self, pid: int) -> list[Span]:
         with self.lock:
@@ -194,115 +197,39 @@ def plain(value: AnyValue) -> Any:
 # -- the subprocesses --------------------------------------------------------------------------------------
 
 
-PYCACHE: list[str] = []
-"""A bytecode cache shared by the subprocesses (set by `workers`): importing pydantic-ai from source
-costs seconds of CPU per process, and this environment may forbid writing bytecode next to it."""
-
-
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without any tracing setup, token or model key (so the CLI runs offline)."""
+    """This environment without any tracing setup, token or model key."""
     env = {
         k: v for k, v in os.environ.items()
         if not k.startswith(('LOGFIRE_', 'OTEL_', 'HARNESS_')) and not k.endswith('_API_KEY')
-        and k != 'PYTHONDONTWRITEBYTECODE'
     }
-    if PYCACHE:
-        env['PYTHONPYCACHEPREFIX'] = PYCACHE[-1]
-    return {**env, 'PYTHONUNBUFFERED': '1', 'COLUMNS': '200', **extra}
+    return {**env, 'PYTHONUNBUFFERED': '1', **extra}
 
 
-def harness_cli() -> str:
-    found = shutil.which('harness') or str(Path(sys.executable).parent / 'harness')
-    assert Path(found).exists(), 'the `harness` console script is not installed'
-    return found
-
-
-def worker(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=cwd)
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 150) -> str:
-    out, err = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, f'{proc.args} failed ({proc.returncode}):\n{err[-3000:]}'
-    return out
-
-
-def last_json(out: str) -> dict[str, Any]:
-    return json.loads(out.strip().splitlines()[-1])
+def said(child: Any, key: str) -> Any:
+    """The worker's next line, a JSON object about `key`; its value."""
+    line = child.line()
+    assert line.startswith('{'), f'{line}\n{child.describe()}'
+    message = json.loads(line)
+    assert key in message, f'{message}\n{child.describe()}'
+    return message[key]
 
 
 @dataclass
-class Crash:
-    run_id: str
-    killed_pid: int
+class Traced:
+    """What the two worker processes did and said."""
+
+    otlp_pid: int
+    otlp_store: Path
+    fanout_run_id: str
+    fanout_trace_id: str
+    offline_store: Path
+    offline_run_id: str
+    crash_store: Path
+    crash_run_id: str
     status_after_kill: str
     resumed: dict[str, Any]
-
-
-def crash_and_resume(receiver: Receiver, store: Path, cwd: Path, started: threading.Event) -> Crash:
-    """Start the slow workflow, SIGKILL it once its first spans reached the receiver, resume it elsewhere.
-
-    `started` is set once the workflow process has imported everything (so the bytecode cache is warm).
-    """
-    env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20')
-    proc = worker('slow', str(store), env=env, cwd=cwd)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        started.set()
-        assert line.startswith('run '), line
-        run_id = line.split()[1]
-        deadline = time.monotonic() + 60
-        while not any(s.name == 'call slow' for s in receiver.from_pid(proc.pid)):
-            assert time.monotonic() < deadline, 'no span of the original run reached the receiver'
-            assert proc.poll() is None, 'the slow workflow ended before it could be killed'
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    with RunStore(str(store)) as db:
-        row = db.get_run(run_id)
-        assert row is not None
-        status = row.status
-    resumed = last_json(finish(worker('resume', str(store), run_id, env=env, cwd=cwd)))
-    return Crash(run_id, proc.pid, status, resumed)
-
-
-def exec_then_trace(script: Path, store: Path, workspace: Path) -> tuple[str, str]:
-    """`harness exec SCRIPT`, then `harness trace RUN`: the run id and what `trace` printed."""
-    cli, env = harness_cli(), clean_env()
-    run = subprocess.Popen([cli, 'exec', str(script), '--json', '--store', str(store), '--root', str(workspace)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
-    run_id = last_json(finish(run))['run_id']
-    trace = subprocess.Popen([cli, 'trace', run_id, '--store', str(store)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=store.parent)
-    return run_id, finish(trace)
-
-
-@dataclass
-class Workers:
-    otlp_store: Path
-    otlp: subprocess.Popen[str]
-    offline_store: Path
-    offline: subprocess.Popen[str]
-    cli_store: Path
-    cli: Future[tuple[str, str]]
-    crash_store: Path
-    crash: Future[Crash]
-
-
-CLI_SCRIPT = '''\
-import asyncio
-source = await read_file(path="a.py")
-reviews = await asyncio.gather(
-    reviewer(path="a.py", source=source), reviewer(path="a.py", source=source, focus="bugs")
-)
-await summarizer(task=str(reviews))
-'''
+    report: dict[str, Any]
 
 
 @pytest.fixture(scope='module')
@@ -313,36 +240,39 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope='module')
-def workers(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[Workers]:
-    """Start the subprocesses (the crash chain first, then the others together); each test waits for its own."""
+def traced(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, spawn: Callable[..., Any]) -> Traced:
+    """Both workers start at once; the offline one resumes the run the OTLP one was killed in."""
     tmp = tmp_path_factory.mktemp('tracing')  # no .logfire credentials file in here
-    workspace = tmp / 'ws'
-    workspace.mkdir()
-    (workspace / 'a.py').write_text('def double(x):\n    return x * 2\n')
-    (tmp / 'flow.py').write_text(CLI_SCRIPT)
-    PYCACHE.append(str(tmp / 'pycache'))
-    pool = ThreadPoolExecutor(max_workers=2)
-    started = threading.Event()
-    crash = pool.submit(crash_and_resume, receiver, tmp / 'crash.db', tmp, started)
-    started.wait(timeout=90)  # the others start once the first process has filled the bytecode cache
-    w = Workers(
-        otlp_store=tmp / 'otlp.db',
-        otlp=worker('fanout', str(tmp / 'otlp.db'), env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint),
-                    cwd=tmp),
-        offline_store=tmp / 'offline.db',
-        offline=worker('offline', str(tmp / 'offline.db'), env=clean_env(), cwd=tmp),
-        cli_store=tmp / 'cli.db',
-        cli=pool.submit(exec_then_trace, tmp / 'flow.py', tmp / 'cli.db', workspace),
-        crash_store=tmp / 'crash.db',
-        crash=crash,
+    worker = [sys.executable, str(WORKER)]
+    otlp = spawn([*worker, 'otlp', str(tmp)], cwd=tmp,
+                 env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20'))
+    offline = spawn([*worker, 'offline', str(tmp)], cwd=tmp, env=clean_env())
+
+    fanout_run_id = said(otlp, 'fanout')['run_id']  # flushed before it said so: its spans are at the receiver
+    [fanout_run] = [s for s in receiver.from_pid(otlp.pid) if s.name == f'run_workflow {fanout_run_id}']
+    line = otlp.line()
+    assert line.startswith('run '), f'{line}\n{otlp.describe()}'
+    crash_run_id = line.split()[1]
+    assert otlp.line() == 'frozen', otlp.describe()  # call #HANG_SEQ is executing and never returns
+    # Kill it once spans of calls it finished have reached the receiver (its exporter sends every 20 ms).
+    receiver.wait_for(lambda: any(s.name == 'call slow' for s in receiver.from_pid(otlp.pid)))
+    otlp.kill()
+    with RunStore(str(tmp / 'crash.db')) as db:
+        row = db.get_run(crash_run_id)
+        assert row is not None
+        status_after_kill = row.status
+
+    offline_run_id = said(offline, 'fanout')['run_id']
+    offline.send(json.dumps({'store': str(tmp / 'crash.db'), 'run_id': crash_run_id}))
+    resumed = said(offline, 'resumed')
+    report = said(offline, 'report')
+    offline.finish()
+    return Traced(
+        otlp_pid=otlp.pid, otlp_store=tmp / 'otlp.db', fanout_run_id=fanout_run_id,
+        fanout_trace_id=fanout_run.trace_id, offline_store=tmp / 'offline.db', offline_run_id=offline_run_id,
+        crash_store=tmp / 'crash.db', crash_run_id=crash_run_id, status_after_kill=status_after_kill,
+        resumed=resumed, report=report,
     )
-    yield w
-    for proc in (w.otlp, w.offline):
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    pool.shutdown(wait=True)
-    PYCACHE.clear()
 
 
 # -- 1. in process, with capfire ------------------------------------------------------------------------------
@@ -436,9 +366,9 @@ def rendered(stored: list[dict[str, Any]], width: int = 200) -> str:
 # -- 2. over a real socket, as OTLP/HTTP protobuf ---------------------------------------------------------------
 
 
-def test_otlp_endpoint_receives_the_same_tree(workers: Workers, receiver: Receiver) -> None:
-    run_id = last_json(finish(workers.otlp))['run_id']
-    spans = receiver.from_pid(workers.otlp.pid)
+def test_otlp_endpoint_receives_the_same_tree(traced: Traced, receiver: Receiver) -> None:
+    run_id = traced.fanout_run_id
+    spans = receiver.from_pid(traced.otlp_pid)
     assert '/v1/traces' in receiver.paths
     workflow = only(spans, f'run_workflow {run_id}')
     assert workflow.parent_id is None
@@ -450,7 +380,7 @@ def test_otlp_endpoint_receives_the_same_tree(workers: Workers, receiver: Receiv
         assert call.attributes['harness.run_id'] == run_id
         assert call.attributes['harness.status'] == 'ok'
     # What arrived is what the worker stored for the offline view: same ids, parents and trace.
-    with RunStore(str(workers.otlp_store)) as db:
+    with RunStore(str(traced.otlp_store)) as db:
         stored = from_stored(db.spans(run_id))
     assert {(s.name, s.span_id, s.parent_id, s.trace_id) for s in stored} == {
         (s.name, s.span_id, s.parent_id, s.trace_id) for s in trace
@@ -460,23 +390,25 @@ def test_otlp_endpoint_receives_the_same_tree(workers: Workers, receiver: Receiv
 # -- 3. resumed after SIGKILL, in the same trace -----------------------------------------------------------
 
 
-def test_resumed_run_continues_the_original_trace(workers: Workers, receiver: Receiver) -> None:
-    crash = workers.crash.result(timeout=200)
-    assert crash.status_after_kill != 'completed', 'the kill came after the run ended'
-    assert crash.resumed == {'run_id': crash.run_id, 'value': SLOW_VALUE}
-    with RunStore(str(workers.crash_store)) as db:
-        row = db.get_run(crash.run_id)
-        stored = from_stored(db.spans(crash.run_id))
+def test_resumed_run_continues_the_original_trace(traced: Traced, receiver: Receiver) -> None:
+    run_id = traced.crash_run_id
+    assert traced.status_after_kill != 'completed', 'the kill came after the run ended'
+    assert traced.resumed == {'run_id': run_id, 'value': SLOW_VALUE}
+    with RunStore(str(traced.crash_store)) as db:
+        row = db.get_run(run_id)
+        stored = from_stored(db.spans(run_id))
     assert row is not None and row.status == 'completed'
     assert row.trace_context is not None
     match = re.fullmatch(r'00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}', row.trace_context)
     assert match, row.trace_context
     trace_id, original_run_span = match.groups()
 
-    # The original part, as the killed process exported it before it died: the check and some calls.
-    original = [s for s in receiver.from_pid(crash.killed_pid) if s.attributes.get('harness.run_id') == crash.run_id
-                or s.name == 'check']
+    # The original part, as the killed process exported it before it died: the check and some calls
+    # (that process's fan-out, an earlier and separate trace, left aside).
+    original = [s for s in receiver.from_pid(traced.otlp_pid) if s.trace_id != traced.fanout_trace_id
+                and (s.attributes.get('harness.run_id') == run_id or s.name == 'check')]
     assert any(s.name == 'call slow' for s in original)
+    assert any(s.name == 'check' for s in original)
     assert {s.trace_id for s in original} == {trace_id}
     assert {s.parent_id for s in original} == {original_run_span}
     assert not any(s.name.startswith('run_workflow') for s in original), 'the original run span never ended'
@@ -484,7 +416,7 @@ def test_resumed_run_continues_the_original_trace(workers: Workers, receiver: Re
     # The resumed part, as the resuming process stored it: the same trace, under the original run span.
     assert stored, 'the resumed run stored no spans'
     assert {s.trace_id for s in stored} == {trace_id}
-    resumed = only(stored, f'run_workflow {crash.run_id}')
+    resumed = only(stored, f'run_workflow {run_id}')
     assert resumed.attributes['harness.mode'] == 'resume'
     assert resumed.parent_id == original_run_span
     assert resumed.span_id != original_run_span
@@ -493,28 +425,50 @@ def test_resumed_run_continues_the_original_trace(workers: Workers, receiver: Re
     assert any(c.attributes['harness.source'] == 'live' for c in calls)
     assert max(c.attributes['harness.seq'] for c in calls) == 24
 
-    # Both processes' spans of this run, over OTLP, are in that one trace too.
-    exported = [s for s in receiver.spans if s.attributes.get('harness.run_id') == crash.run_id]
-    assert {s.resource.get('process.pid') for s in exported} >= {crash.killed_pid}
+    # Every span of this run that went over OTLP is in that one trace too.
+    exported = [s for s in receiver.spans if s.attributes.get('harness.run_id') == run_id]
+    assert {s.resource.get('process.pid') for s in exported} >= {traced.otlp_pid}
     assert {s.trace_id for s in exported} == {trace_id}
 
 
 # -- 4. offline: nothing sent, and `harness trace` shows the tree -----------------------------------------
 
 
-def test_without_token_or_endpoint_nothing_is_sent(workers: Workers) -> None:
-    report = last_json(finish(workers.offline))
+def test_without_token_or_endpoint_nothing_is_sent(traced: Traced) -> None:
+    report = traced.report  # covers the offline fan-out and the resume of the killed run
     assert report['mode'] == 'logfire'
     assert report['exporters'] == []
     assert report['connections'] == []
-    with RunStore(str(workers.offline_store)) as db:
-        stored = from_stored(db.spans(report['run_id']))
-    assert tree_of(stored, only(stored, f'run_workflow {report["run_id"]}')) == run_tree(report['run_id'])
+    with RunStore(str(traced.offline_store)) as db:
+        stored = from_stored(db.spans(traced.offline_run_id))
+    assert tree_of(stored, only(stored, f'run_workflow {traced.offline_run_id}')) == run_tree(traced.offline_run_id)
 
 
-def test_harness_trace_prints_the_run_tree(workers: Workers) -> None:
-    run_id, out = workers.cli.result(timeout=200)
-    with RunStore(str(workers.cli_store)) as db:
+CLI_SCRIPT = '''\
+import asyncio
+source = await read_file(path="a.py")
+reviews = await asyncio.gather(
+    reviewer(path="a.py", source=source), reviewer(path="a.py", source=source, focus="bugs")
+)
+await summarizer(task=str(reviews))
+'''
+
+
+def test_harness_trace_prints_the_run_tree(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """`harness exec`, then `harness trace RUN` (in this process: the tree is the point, not the process)."""
+    workspace = tmp_path / 'ws'
+    workspace.mkdir()
+    (workspace / 'a.py').write_text('def double(x):\n    return x * 2\n')
+    (tmp_path / 'flow.py').write_text(CLI_SCRIPT)
+    store = tmp_path / 'cli.db'
+    ran = cli(['exec', str(tmp_path / 'flow.py'), '--json', '--store', str(store), '--root', str(workspace)],
+              cwd=tmp_path, columns=200)
+    assert ran.exit_code == 0, ran.describe()
+    run_id = json.loads(ran.stdout.strip().splitlines()[-1])['run_id']
+    shown = cli(['trace', run_id, '--store', str(store)], cwd=tmp_path, columns=200)
+    assert shown.exit_code == 0, shown.describe()
+    out = shown.stdout
+    with RunStore(str(store)) as db:
         stored = db.spans(run_id)
     spans = from_stored(stored)
     workflow = only(spans, f'run_workflow {run_id}')

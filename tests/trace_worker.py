@@ -1,11 +1,16 @@
-"""A workflow process for the tracing tests: each mode runs in a fresh interpreter, so the harness's own
+"""The workflow processes for the tracing tests: each runs in a fresh interpreter, so the harness's own
 `configure_tracing` sets logfire up from the environment it was started with.
 
-Usage: trace_worker.py fanout STORE     three reviewers in parallel, then a summarizer; prints the run id
-       trace_worker.py slow STORE       a slow workflow; prints `run ID` at its first call (to be killed)
-       trace_worker.py resume STORE RUN_ID
-       trace_worker.py offline STORE    the fan-out with every outbound connection recorded; prints a report
-Every mode flushes the tracer provider before it exits, so an OTLP exporter has sent what it holds.
+Usage: trace_worker.py otlp DIR      (started with OTEL_EXPORTER_OTLP_ENDPOINT) the fan-out (DIR/otlp.db),
+                                     flushed, then `{"fanout": {run_id, value}}`; then the slow workflow
+                                     (DIR/crash.db), which prints `run ID` at its first call and `frozen`
+                                     once call #HANG_SEQ is executing, which never returns: kill it then
+       trace_worker.py offline DIR   (started with no tracing setup) every outbound connection recorded:
+                                     the fan-out (DIR/offline.db), then `{"fanout": {run_id}}`; then reads
+                                     one line on stdin, `{"store", "run_id"}`, and resumes that slow run, printing
+                                     `{"resumed": {run_id, value}}` (an empty line or EOF resumes nothing);
+                                     then `{"report": {mode, exporters, connections}}`
+The fan-out is three reviewers in parallel, then a summarizer.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import json
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 FANOUT = '''\
@@ -47,15 +53,21 @@ def fanout_harness(store: str) -> Any:
     return h
 
 
-def slow_harness(store: str) -> Any:
+HANG_SEQ = 7
+"""The call the killed slow workflow is executing when it dies: the first of the third gather."""
+
+
+def slow_harness(store: str, *, hang: bool = False) -> Any:
     from harness import Harness
 
     h = Harness(store=store)
 
     @h.subagent
     async def slow(*, i: int) -> int:
-        """A slow sub-agent."""
-        await asyncio.sleep(0.25)
+        """A sub-agent; in the process that is killed, call #HANG_SEQ never returns."""
+        if hang and i + 1 == HANG_SEQ:
+            print('frozen', flush=True)
+            await asyncio.Event().wait()
         return i * i
 
     return h
@@ -100,51 +112,53 @@ def span_exporters() -> list[str]:
     ]
 
 
+def say(**line: Any) -> None:
+    print(json.dumps(line), flush=True)
+
+
 def main() -> None:
-    mode, store = sys.argv[1], sys.argv[2]
-    if mode == 'offline':
-        attempts: list[str] = []
-        connect = socket.socket.connect
-
-        def recording_connect(self: socket.socket, address: Any) -> Any:
-            attempts.append(f'{self.family.name} {address!r}')
-            return connect(self, address)
-
-        socket.socket.connect = recording_connect  # type: ignore[method-assign]
-        h = fanout_harness(store)
+    mode, directory = sys.argv[1], Path(sys.argv[2])
+    if mode == 'otlp':
+        h = fanout_harness(str(directory / 'otlp.db'))
         result = h.run_sync(FANOUT)
-        flush()
         h.close()
-        from harness._tracing import tracing_mode
-
-        report = {
-            'run_id': result.run_id,
-            'mode': tracing_mode(),
-            'exporters': span_exporters(),
-            'connections': [a for a in attempts if not a.startswith('AF_UNIX')],
-        }
-        print(json.dumps(report), flush=True)
-        return
-    if mode == 'fanout':
-        h = fanout_harness(store)
-        result = h.run_sync(FANOUT)
-        print(json.dumps({'run_id': result.run_id, 'value': result.value}), flush=True)
-    elif mode == 'slow':
-        h = slow_harness(store)
+        flush()  # the fan-out's spans have reached the receiver before the line says so
+        say(fanout={'run_id': result.run_id, 'value': result.value})
 
         def announce(event: Any) -> None:
             if event.seq == 1 and event.kind == 'started':
                 print(f'run {event.run_id}', flush=True)
 
-        h.run_sync(SLOW, on_event=announce)
-    elif mode == 'resume':
-        h = slow_harness(store)
-        result = h.resume_sync(sys.argv[3])
-        print(json.dumps({'run_id': result.run_id, 'value': result.value}), flush=True)
-    else:
+        slow_harness(str(directory / 'crash.db'), hang=True).run_sync(SLOW, on_event=announce)
+        raise SystemExit('the slow workflow was meant to be killed, not to finish')
+    if mode != 'offline':
         raise SystemExit(f'unknown mode {mode!r}')
+    attempts: list[str] = []
+    connect = socket.socket.connect
+
+    def recording_connect(self: socket.socket, address: Any) -> Any:
+        attempts.append(f'{self.family.name} {address!r}')
+        return connect(self, address)
+
+    socket.socket.connect = recording_connect  # type: ignore[method-assign]
+    h = fanout_harness(str(directory / 'offline.db'))
+    result = h.run_sync(FANOUT)
     h.close()
+    say(fanout={'run_id': result.run_id})
+    if line := sys.stdin.readline().strip():
+        request = json.loads(line)
+        h = slow_harness(request['store'])
+        resumed = h.resume_sync(request['run_id'])
+        h.close()
+        say(resumed={'run_id': resumed.run_id, 'value': resumed.value})
     flush()
+    from harness._tracing import configure_tracing
+
+    say(report={
+        'mode': configure_tracing(),  # done already, by the first Harness: this returns what it decided
+        'exporters': span_exporters(),
+        'connections': [a for a in attempts if not a.startswith('AF_UNIX')],
+    })
 
 
 if __name__ == '__main__':
