@@ -161,7 +161,7 @@ def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:
 
 def type_error(errors: str, diagnostics: list[Any]) -> WorkflowTypeError:
     return WorkflowTypeError(
-        f'The script failed the type check against the catalog, so nothing ran:\n{errors}',
+        f'The script failed the type check against the stubs, so nothing ran:\n{errors}',
         diagnostics=diagnostics,
     )
 

@@ -343,9 +343,9 @@ def register_workspace_tools(h: ToolRegistry, root: str | Path) -> Workspace:
     def list_files(*, pattern: str = '**/*') -> list[str]:
         """List the files in the workspace whose relative path matches the glob `pattern`.
 
-        Paths are relative to the workspace root, with "/" separators, sorted, at most 500 (narrow the
+        Paths are relative to the workspace root, with `/` separators, sorted, at most 500 (narrow the
         pattern if you get 500). `*` matches within one directory level and `**` any number of levels:
-        "*.py" is the top-level Python files, "**/*.py" all of them, "src/**/*" everything under src.
+        `*.py` is the top-level Python files, `**/*.py` all of them, `src/**/*` everything under src.
         """
         return ws.list_files(pattern)
 
@@ -353,7 +353,7 @@ def register_workspace_tools(h: ToolRegistry, root: str | Path) -> Workspace:
         """Return the text of one file in the workspace; `path` is relative to the workspace root.
 
         Fails (with a message saying why) for a missing file, a directory, a binary file, a file over
-        200 KB, or a path outside the workspace (absolute, with "..", or through a symbolic link).
+        200 KB, or a path outside the workspace (absolute, with `..`, or through a symbolic link).
         """
         return ws.read_file(path)
 
