@@ -1,8 +1,9 @@
 """What the model reads: the tool description, and the messages that get a script right.
 
-`model_scripts/` holds 40 scripts a model wrote on its first attempt for 40 ordinary requests, from
+`model_scripts/` holds 64 scripts a model wrote on its first attempt for ordinary requests, from
 nothing but the orchestrator's instructions and the `run_workflow` description (it saw no code and
-no feedback). Each must pass the check and run against the built-in catalog. `MISTAKES` are the
+no feedback): `NN.py` from the description before its rewrite, `fresh_NN.py` for fresh requests
+from the rewritten one. Each must pass the check and run against the built-in catalog. `MISTAKES` are the
 mistakes models make: each must fail with a hint, and the fix the hint names must then pass.
 """
 
