@@ -21,6 +21,7 @@ from ._errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
+from ._manifest import CatalogChange, CatalogChanged
 from ._records import CallEvent, CallRecord, WorkflowResult
 from ._rules import After
 from ._store import RunRow
@@ -33,6 +34,8 @@ __all__ = [
     'CallEvent',
     'CallRecord',
     'CallSite',
+    'CatalogChange',
+    'CatalogChanged',
     'CheckReport',
     'Diagnostic',
     'Harness',

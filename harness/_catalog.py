@@ -13,12 +13,13 @@ import builtins
 import dataclasses
 import inspect
 import keyword
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic_ai import Tool, format_as_xml
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.exceptions import UserError
@@ -47,10 +48,13 @@ RESERVED_NAMES = frozenset(dir(builtins)) | SANDBOX_MODULES | STUB_NAMES | HELPE
 
 @dataclass(frozen=True)
 class Returns:
-    """How a callee's return value becomes plain data, and the JSON schema the stub renders from it."""
+    """How a callee's return value is checked against its declared type and becomes plain data, and
+    the JSON schema the stub renders from it."""
 
     dump: Callable[[Any], Any]
     schema: dict[str, Any] | None
+    adapter: TypeAdapter[Any] | None = None
+    """Validates a return value against the declared type (None: nothing declared to check)."""
 
     @classmethod
     def of(cls, adapter: TypeAdapter[Any]) -> Returns:
@@ -58,7 +62,29 @@ class Returns:
             schema = adapter.json_schema(mode='serialization')
         except Exception:  # an Any-ish return: the stub says Any
             schema = None
-        return cls(dump=lambda value: adapter.dump_python(value, mode='json', warnings=False), schema=schema)
+        dump = lambda value: adapter.dump_python(value, mode='json', warnings=False)  # noqa: E731
+        return cls(dump=dump, schema=schema, adapter=adapter if schema else None)
+
+    def check(self, value: Any) -> Any:
+        """`value` as the declared type (validated as pydantic does, so `'1'` for an `int` becomes 1);
+        raises `WrongReturn` when it is not one."""
+        if self.adapter is None:
+            return value
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False, include_input=False)[0]
+            where = '.'.join(str(part) for part in first['loc'])
+            raise WrongReturn(type(value).__name__, (f'{where}: ' if where else '') + first['msg']) from None
+
+
+class WrongReturn(TypeError):
+    """A callee returned something its declared return type does not allow."""
+
+    def __init__(self, actual: str, problem: str) -> None:
+        super().__init__(actual, problem)
+        self.actual = actual
+        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -79,6 +105,9 @@ class Callee:
     """A call whose outcome is unknown after a crash is not re-run without permission."""
     requires: tuple[After, ...] = ()
     """Predecessors that must have completed earlier in the run (checked at every call)."""
+    version: str | None = None
+    """Given at registration to mark a change of behaviour the signature does not show; stored with
+    every run, so a resume under another version is refused unless accepted."""
     signature: FunctionSignature = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +117,18 @@ class Callee:
             return_schema=self.returns.schema,
         )
         object.__setattr__(self, 'signature', sig)
+
+    @property
+    def declared_return(self) -> str:
+        """The return type as the stub names it (`Review`, `list[str]`, `Any`)."""
+        text = self.signature.render('...', is_async=True)
+        m = re.search(r'\) -> (.+?):\n', text)
+        return m[1] if m else 'Any'
+
+    def wrong_return(self, exc: WrongReturn) -> str:
+        """The message a script (and the journal) gets for a return value of the wrong type."""
+        return (f'{self.name} returned {exc.actual}, but its stub promises {self.declared_return} '
+                f'({exc.problem})')
 
 
 def check_name(name: str | None, existing: set[str], *, what: str) -> str:

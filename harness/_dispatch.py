@@ -23,7 +23,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
-from ._catalog import Callee
+from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
 from ._errors import WorkflowRuntimeError
 from ._history import History, answered
@@ -251,11 +251,14 @@ class Dispatcher:
         started = time.perf_counter()
         with self.call_span(record):
             try:
-                plain = to_plain(await callee.invoke(arguments, ctx, self.scope), callee.returns.dump)
+                value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
+                plain = to_plain(value, callee.returns.dump)
             except asyncio.CancelledError:
                 record.status = 'cancelled'
                 record.duration = time.perf_counter() - started
                 raise
+            except WrongReturn as exc:
+                return self.fail(record, started, TypeError(callee.wrong_return(exc)))
             except NotPlainData as exc:
                 return self.fail(record, started, RuntimeError(
                     f'{callee.name} returned a value of type {exc.type_name}, which cannot cross into the sandbox'

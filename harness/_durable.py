@@ -36,6 +36,8 @@ class Plan:
     run_id: str
     """The run that executes: the same id, or a new one for a fork."""
     history: History
+    calls: list[CallRecord] = field(default_factory=list)
+    """The stored run's journal, as read."""
     restore: RestorePoint | None = None
     prefill: list[CallRecord] = field(default_factory=list)
     """Calls made before the snapshot: they are in the run's records."""
@@ -58,7 +60,7 @@ def plan_resume(
     history = History(
         mode='resume', calls={c.seq: c for c in calls}, answers=dict(answers or {}), retry_unknown=retry_unknown
     )
-    plan = Plan(mode='resume', run=run, run_id=run.run_id, history=history)
+    plan = Plan(mode='resume', run=run, run_id=run.run_id, history=history, calls=calls)
     if run.status == 'completed':
         plan.done = WorkflowResult(value=run.value, run_id=run.run_id, status=run.status, calls=calls)
         return plan
@@ -72,7 +74,7 @@ def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) ->
     run = require_run(store, run_id)
     calls = store.calls(run.run_id)
     history = History(mode='replay', calls={c.seq: c for c in calls})
-    plan = Plan(mode='replay', run=run, run_id=run.run_id, history=history, journaled=False)
+    plan = Plan(mode='replay', run=run, run_id=run.run_id, history=history, calls=calls, journaled=False)
     if from_seq is not None:
         snapshot = store.snapshot_after(run.run_id, from_seq)
         if snapshot is None:
@@ -94,9 +96,9 @@ def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
     new_id = new_run_id()
     begin = RunRow(run_id=new_id, script=parent.script, inputs=parent.inputs, prompt=parent.prompt,
                    parent_run_id=parent.run_id, fork_at=at, access=parent.access)
-    history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: jsonable(result)},
+    history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: result},
                       fork_at=at)
-    return Plan(mode='fork', run=parent, run_id=new_id, history=history, begin=begin)
+    return Plan(mode='fork', run=parent, run_id=new_id, history=history, calls=calls, begin=begin)
 
 
 def check_replay(plan: Plan, result: WorkflowResult) -> None:

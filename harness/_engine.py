@@ -21,14 +21,16 @@ from pydantic_ai.usage import UsageLimits
 
 from ._analysis import Analysis, analyze
 from ._budget import Budget
-from ._catalog import Callee, CallKind, callee_from_agent, callee_from_function, check_rules
+from ._catalog import Callee, CallKind, WrongReturn, callee_from_agent, callee_from_function, check_rules
 from ._check import MAX_CHECKERS, Checker, CheckReport
 from ._context import RunScope
 from ._dispatch import Dispatcher
-from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_store
+from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store
+from ._errors import WorkflowError
 from ._grants import HostGrants
 from ._history import History
 from ._journal import Journal
+from ._manifest import CatalogChange, admit, changes, manifest
 from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._records import EventHandler, WorkflowResult, new_run_id
 from ._rules import Access, Policy, Requires, normalize
@@ -39,6 +41,7 @@ from ._store import RunRow, RunStore
 from ._stubs import render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
+from ._values import jsonable
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -138,6 +141,7 @@ class Harness:
         self._store: RunStore | None = None
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
+        self._manifest: dict[str, Any] | None = None
         self._pool = SandboxPool(
             max_workers=max_workers or default_workers(), limits=self.limits, reserved=MAX_CHECKERS
         )
@@ -169,12 +173,13 @@ class Harness:
         side_effect: bool = False,
         expose_errors: bool = False,
         requires: Requires = None,
+        version: str | None = None,
     ) -> AbstractAgent[Any, Any]:
         """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
 
         With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
-        agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors` and
-        `requires` are as for `tool`.
+        agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors`, `requires`
+        and `version` are as for `tool`.
         """
         callee = callee_from_agent(
             agent,
@@ -184,7 +189,9 @@ class Harness:
             existing=set(self._callees),
             inherit_model=self.inherit_model if inherit_model is None else inherit_model,
         )
-        self.add_callee(with_options(callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires))
+        self.add_callee(with_options(
+            callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version
+        ))
         return agent
 
     @overload
@@ -192,7 +199,7 @@ class Harness:
     @overload
     def subagent(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None,
+        expose_errors: bool = False, requires: Requires = None, version: str | None = None,
     ) -> Callable[[F], F]: ...
     def subagent(self, fn: Any = None, /, **options: Any) -> Any:
         """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
@@ -203,7 +210,7 @@ class Harness:
     @overload
     def tool(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None,
+        expose_errors: bool = False, requires: Requires = None, version: str | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`).
@@ -212,7 +219,9 @@ class Harness:
         changes the world (never re-run silently after a crash; marked in the stubs),
         `expose_errors=True` to show the script its exception messages, and `requires=` (a callee
         name, an `After(...)`, or a list) for predecessors that must have succeeded earlier in the
-        run: otherwise the call is refused with a `PermissionError`, before it runs.
+        run: otherwise the call is refused with a `PermissionError`, before it runs. `version=`
+        marks a change of behaviour: runs record it, and resuming one under another version is
+        refused unless accepted.
         """
         return self._register_function('tool', fn, options)
 
@@ -231,14 +240,14 @@ class Harness:
     def add_callee(self, callee: Callee) -> None:
         """Register a prepared `Callee` (for example one taken from another Harness)."""
         self._callees[callee.name] = callee
-        self._stubs = None
+        self._stubs = self._manifest = None
 
     def remove(self, name: str) -> None:
         """Unregister a callee (to replace a built-in, for example)."""
         if name not in self._callees:
             raise KeyError(f'no sub-agent or tool named {name!r}; registered: {sorted(self._callees)}')
         del self._callees[name]
-        self._stubs = None
+        self._stubs = self._manifest = None
 
     @property
     def callees(self) -> Mapping[str, Callee]:
@@ -252,6 +261,16 @@ class Harness:
         return self._stubs
 
     # -- checking and running -------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any]:
+        """The catalog as runs store it: the stubs, and a digest and version per callee."""
+        if self._manifest is None:
+            self._manifest = manifest(self._callees, self.stubs())
+        return self._manifest
+
+    def diff(self, run_id: str) -> list[CatalogChange]:
+        """How the current catalog differs from the one the stored run ran against."""
+        return changes(require_run(require_store(self.store), run_id).catalog, self.manifest())
 
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Type check `code` against the catalog without running any of it, then check it against the
@@ -314,6 +333,7 @@ class Harness:
             prompt=scope.prompt,
             orchestrator_run_id=scope.orchestrator_run_id,
             access=access.to_json(),
+            catalog=self.manifest(),
         )
         dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results)
         job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
@@ -334,28 +354,38 @@ class Harness:
 
     async def resume(
         self, run_id: str, *, retry_unknown: bool = False, answers: Mapping[int, Any] | None = None,
-        on_event: EventHandler | None = None,
+        on_event: EventHandler | None = None, recheck: bool = False, accept_changes: bool = False,
     ) -> WorkflowResult:
         """Continue an interrupted run from its newest snapshot; journaled calls are not repeated.
 
         A side-effecting call that was in flight when the run stopped is re-run only with
-        `retry_unknown=True`, or answered with `answers={seq: result}`.
+        `retry_unknown=True`, or answered with `answers={seq: result}`. Raises `CatalogChanged` if the
+        catalog differs from the run's, unless `recheck=True` (the script still type-checks against
+        the new stubs) or `accept_changes=True`; the script is type-checked in every case.
         """
         plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
-        return plan.done or await self._execute_plan(plan, on_event)
+        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes)
 
-    async def replay(self, run_id: str, *, from_seq: int | None = None,
-                     on_event: EventHandler | None = None) -> WorkflowResult:
-        """Run a stored script again, answering every call from its journal; no callee runs."""
+    async def replay(
+        self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
+        recheck: bool = False, accept_changes: bool = False,
+    ) -> WorkflowResult:
+        """Run a stored script again, answering every call from its journal; no callee runs.
+        `recheck` / `accept_changes` as for `resume`."""
         plan = plan_replay(require_store(self.store), run_id, from_seq=from_seq)
-        result = await self._execute_plan(plan, on_event)
+        result = await self._execute_plan(plan, on_event, recheck, accept_changes)
         check_replay(plan, result)
         return result
 
-    async def fork(self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None) -> WorkflowResult:
-        """A new run: calls before `at` answered from the journal, call `at` with `result`, later calls live."""
+    async def fork(
+        self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None,
+        recheck: bool = False, accept_changes: bool = False,
+    ) -> WorkflowResult:
+        """A new run: calls before `at` answered from the journal, call `at` with `result` (checked
+        against the callee's return type), later calls live. `recheck` / `accept_changes` as for
+        `resume`."""
         plan = plan_fork(require_store(self.store), run_id, at=at, result=result)
-        return await self._execute_plan(plan, on_event)
+        return await self._execute_plan(plan, on_event, recheck, accept_changes)
 
     def resume_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.resume(run_id, **kwargs))
@@ -366,7 +396,14 @@ class Harness:
     def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.fork(run_id, **kwargs))
 
-    async def _execute_plan(self, plan: Plan, on_event: EventHandler | None) -> WorkflowResult:
+    async def _execute_plan(
+        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool
+    ) -> WorkflowResult:
+        admit(plan.run.run_id, changes(plan.run.catalog, self.manifest()), recheck=recheck,
+              accept_changes=accept_changes)
+        self._check_answers(plan)
+        if plan.begin is not None:
+            plan.begin.catalog = self.manifest()
         scope = self.new_scope()
         for name in plan.charged:
             if name in self._callees:
@@ -375,10 +412,26 @@ class Harness:
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history)
         dispatcher.preload(plan.prefill)
-        job = ScriptRun(code=plan.run.script, stubs=self.stubs(), dispatcher=dispatcher, inputs=plan.run.inputs,
-                        type_check=False, restore=plan.restore)
+        stubs = self.stubs() + render_inputs(plan.run.inputs or {})
+        job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
+                        type_check=self.type_check, restore=plan.restore)
         return await self._execute(job, journal, mode=plan.mode, begin=plan.begin, traceparent=plan.run.trace_context
                                    if plan.begin is None else None)
+
+    def _check_answers(self, plan: Plan) -> None:
+        """Answers given for calls (a fork's result, resume's `answers`) have the callee's return type."""
+        for seq, value in plan.history.answers.items():
+            name = plan.calls[seq - 1].callee if 0 < seq <= len(plan.calls) else None
+            callee = self._callees.get(name) if name else None
+            if callee is None:
+                continue
+            try:
+                plan.history.answers[seq] = jsonable(callee.returns.dump(callee.returns.check(value)))
+            except WrongReturn as exc:
+                raise WorkflowError(
+                    f'The answer given for call #{seq} is refused: {callee.wrong_return(exc)}. Nothing ran.',
+                    run_id=plan.run.run_id,
+                ) from None
 
     def _dispatcher(
         self,
@@ -506,8 +559,11 @@ __all__ = ['Harness']
 
 
 def with_options(
-    callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None
+    callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None,
+    version: str | None = None,
 ) -> Callee:
     """A registered callee with the options given at registration."""
     rules = normalize(requires)
-    return dataclasses.replace(callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules)
+    return dataclasses.replace(
+        callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules, version=version
+    )

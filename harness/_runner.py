@@ -94,10 +94,10 @@ async def run_script(pool: SandboxPool, checker: Checker, job: ScriptRun, printe
 
 
 async def _run(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: PrintCapture) -> Any:
+    if job.type_check:  # a resumed or replayed script too: it runs against today's stubs
+        await check_or_raise(checker, job)
     if job.restore is not None:
         return await _run_restored(pool, job, job.restore, printed)
-    if job.type_check:
-        await check_or_raise(checker, job)
     async with pool.session(stubs=None, print_callback=printed) as session:
         loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
         try:

@@ -122,6 +122,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ('ALTER TABLE runs DROP COLUMN stubs_digest',),
     # 2 -> 3: which callees a run may call (`allow`/`deny`), so a resumed run keeps its restrictions.
     ('ALTER TABLE runs ADD COLUMN access_json TEXT',),
+    # 3 -> 4: the catalog the run ran against (stubs, and a digest and version per callee).
+    ('ALTER TABLE runs ADD COLUMN catalog_json TEXT',),
 ]
 
 
@@ -153,6 +155,8 @@ class RunRow:
     inputs: dict[str, Any] | None = None
     access: dict[str, Any] | None = None
     """`{'allow': [...] | None, 'deny': [...]}` when the run was restricted."""
+    catalog: dict[str, Any] | None = None
+    """The catalog manifest the run ran against (`_manifest.manifest`)."""
     calls_count: int = 0
     """Maintained by the store: the number of journaled calls."""
 
@@ -191,7 +195,7 @@ class SnapshotRow:
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
 _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
-    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json'
+    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json'
 )
 _CALL_COLUMNS = (
     'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
@@ -203,11 +207,13 @@ _SNAPSHOT_COLUMNS = (
 
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {
-    f.name: {'value': 'value_json', 'inputs': 'inputs_json', 'access': 'access_json'}.get(f.name, f.name)
+    f.name: {'value': 'value_json', 'inputs': 'inputs_json', 'access': 'access_json', 'catalog': 'catalog_json'}.get(
+        f.name, f.name
+    )
     for f in fields(RunRow)
     if f.name not in ('run_id', 'calls_count')
 }
-_JSON_FIELDS = frozenset({'value', 'inputs', 'access'})
+_JSON_FIELDS = frozenset({'value', 'inputs', 'access', 'catalog'})
 
 
 class RunStore:
@@ -266,7 +272,7 @@ class RunStore:
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             _encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, _encode(run.inputs, 'run inputs'), 0,
-            _encode(run.access, 'run access'),
+            _encode(run.access, 'run access'), _encode(run.catalog, 'run catalog'),
         )  # fmt: skip
 
         def write(conn: sqlite3.Connection) -> None:
@@ -675,13 +681,13 @@ def _decode(text: str | None) -> Any:
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
     (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
-     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json) = row  # fmt: skip
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json) = row  # fmt: skip
     return RunRow(
         run_id=run_id, script=script, status=status, created=created,
         updated=updated, prompt=prompt, value=_decode(value_json), error=error, duration=duration,
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=_decode(inputs_json), calls_count=calls_count,
-        access=_decode(access_json),
+        access=_decode(access_json), catalog=_decode(catalog_json),
     )  # fmt: skip
 
 

@@ -240,10 +240,13 @@ def install_recorder(provider: object | None = None) -> None:
     For when logfire or OpenTelemetry was (re)configured after `configure_tracing` ran.
     """
     target = provider or trace.get_tracer_provider()
+    # logfire's global provider is a wrapper whose SDK provider a later `logfire.configure` replaces:
+    # what holds the processors is the provider inside it.
+    holder = getattr(target, 'provider', target)
     add = getattr(target, 'add_span_processor', None)
-    if callable(add) and not any(p is target for p in _recorded):
+    if callable(add) and not any(p is holder for p in _recorded):
         add(RECORDER)
-        _recorded.append(target)
+        _recorded.append(holder)
 
 
 def current_traceparent() -> str | None:
