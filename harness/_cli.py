@@ -241,31 +241,33 @@ def chat(
     """An interactive chat with the orchestrator (Ctrl-C cancels the current workflow; Ctrl-D exits)."""
     h, live, orchestrator = start_orchestrator(store, agents, root, model)
     history: list[Any] = []
-    with asyncio.Runner() as runner:
-        while True:
-            try:
-                prompt = console.input('[bold cyan]you>[/bold cyan] ')
-            except (EOFError, KeyboardInterrupt):
-                console.print()
-                break
-            if not prompt.strip():
-                continue
-            if prompt.strip() in {'/exit', '/quit'}:
-                break
-            live.run_ids.clear()  # this turn's runs only, also after a cancelled or failed turn
-            live.count = 0
-            try:
-                result = runner.run(orchestrator.run(prompt, message_history=history))
-            except KeyboardInterrupt:
-                console.print('[yellow]cancelled[/yellow]')
-                continue
-            except Exception as exc:
-                console.print(f'[red]error:[/red] {escape(f"{type(exc).__name__}: {exc}")}')
-                continue
-            history = result.all_messages()
-            console.print(f'[bold green]orchestrator>[/bold green] {escape(result.output)}')
-            footer(live)
-    h.close()
+    try:
+        with asyncio.Runner() as runner:
+            while True:
+                try:
+                    prompt = console.input('[bold cyan]you>[/bold cyan] ')
+                except (EOFError, KeyboardInterrupt):
+                    console.print()
+                    break
+                if not prompt.strip():
+                    continue
+                if prompt.strip() in {'/exit', '/quit'}:
+                    break
+                live.run_ids.clear()  # this turn's runs only, also after a cancelled or failed turn
+                live.count = 0
+                try:
+                    result = runner.run(orchestrator.run(prompt, message_history=history))
+                except KeyboardInterrupt:
+                    console.print('[yellow]cancelled[/yellow]')
+                    continue
+                except Exception as exc:
+                    console.print(f'[red]error:[/red] {escape(f"{type(exc).__name__}: {exc}")}')
+                    continue
+                history = result.all_messages()
+                console.print(f'[bold green]orchestrator>[/bold green] {escape(result.output)}')
+                footer(live)
+    finally:
+        h.close()
 
 
 # -- stored runs ----------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Literal
 
 import pytest
@@ -28,11 +27,16 @@ class Review(BaseModel):
 
 def test_gather_of_three_typed_subagents_overlaps_and_joins(make_harness):
     h = make_harness()
+    arrived: list[str] = []
+    all_in = asyncio.Event()
 
     @h.subagent
     async def review(*, path: str, focus: Literal['bugs', 'style']) -> Review:
         """Review one file."""
-        await asyncio.sleep(0.2)
+        arrived.append(path)
+        if len(arrived) == 3:
+            all_in.set()
+        await all_in.wait()  # returns only once all three are running at the same time
         return Review(verdict='ok' if path != 'b.py' else 'needs_work', notes=f'{path}/{focus}')
 
     code = (
@@ -41,15 +45,13 @@ def test_gather_of_three_typed_subagents_overlaps_and_joins(make_harness):
         '                          review(path="c.py", focus="bugs"))\n'
         '{"bad": [r["notes"] for r in rs if r["verdict"] == "needs_work"], "n": len(rs)}\n'
     )
-    started = time.perf_counter()
     result = h.run_sync(code)
-    elapsed = time.perf_counter() - started
     assert result.value == {'bad': ['b.py/style'], 'n': 3}
     assert result.status == 'completed'
     assert [c.seq for c in result.calls] == [1, 2, 3]
     assert [c.arguments['path'] for c in result.calls] == ['a.py', 'b.py', 'c.py']
     assert all(c.line == 2 or c.line == 3 for c in result.calls)
-    assert elapsed < 0.55, f'three 200 ms calls took {elapsed:.3f}s: they did not overlap'
+    assert sorted(arrived) == ['a.py', 'b.py', 'c.py']  # all three were in flight together
 
 
 @pytest.mark.parametrize(
@@ -191,10 +193,8 @@ def test_hostile_scripts_end_in_a_clear_error_and_the_next_run_works(make_harnes
     def ping() -> str:
         return 'pong'
 
-    started = time.perf_counter()
     with pytest.raises(WorkflowError) as info:
         h.run_sync(code)
-    assert time.perf_counter() - started < 10
     assert expected in str(info.value)
     assert '/etc/passwd' not in str(info.value) or 'open' in code
     assert h.run_sync('await ping()').value == 'pong'

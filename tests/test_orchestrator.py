@@ -167,7 +167,7 @@ async def test_concurrent_orchestrator_runs_keep_separate_budgets(make_harness):
 
     @h.subagent
     async def step(*, n: int) -> int:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let the three orchestrator runs interleave
         return n
 
     agent = h.orchestrator(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')])))

@@ -480,7 +480,7 @@ WRITER = textwrap.dedent(
     from pathlib import Path
 
     # Import only the store (and the two small modules it uses), not the whole engine.
-    db, tag, go, root = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+    db, tag, root = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     package = types.ModuleType('harness')
     package.__path__ = [str(root / 'harness')]
     sys.modules['harness'] = package
@@ -489,9 +489,8 @@ WRITER = textwrap.dedent(
 
     dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
     with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path
-        deadline = time.monotonic() + 30
-        while not go.exists() and time.monotonic() < deadline:
-            time.sleep(0.001)
+        print('ready', flush=True)
+        sys.stdin.readline()  # both have opened (and raced to migrate) the file: now write together
         for i in range(200):
             run_id = f'{tag}-{i:03d}'
             store.create_run(RunRow(run_id, script='x'))
@@ -508,18 +507,22 @@ WRITER = textwrap.dedent(
 
 def test_two_processes_write_at_once(tmp_path: Path) -> None:
     db = tmp_path / 'shared.db'
-    go = tmp_path / 'go'
     procs = [
         subprocess.Popen(
-            [sys.executable, '-c', WRITER, str(db), tag, str(go), str(ROOT)],
+            [sys.executable, '-c', WRITER, str(db), tag, str(ROOT)],
             cwd=ROOT,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         for tag in ('a', 'b')
     ]
-    time.sleep(0.3)  # both opened (and raced to migrate) the fresh file; now start writing together
-    go.touch()
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == b'ready\n', proc.stderr
+    for proc in procs:  # both at once, then wait
+        assert proc.stdin is not None
+        proc.stdin.write(b'go\n')
+        proc.stdin.flush()
     for proc in procs:
         _, err = proc.communicate(timeout=110)
         assert proc.returncode == 0, err.decode()
@@ -546,10 +549,15 @@ def test_write_outlasts_a_lock_longer_than_busy_timeout(db: Path) -> None:
     with RunStore(db, busy_timeout=0.05, lock_patience=10) as s:
         holder = raw(db)
         holder.execute('BEGIN IMMEDIATE')
-        threading.Timer(0.5, lambda: holder.execute('COMMIT')).start()
-        started = time.monotonic()
+        released = threading.Event()
+
+        def release() -> None:
+            released.set()
+            holder.execute('COMMIT')
+
+        threading.Timer(0.5, release).start()
         s.create_run(RunRow('r'))  # SQLite gives up after 50 ms; the store keeps retrying
-        assert time.monotonic() - started >= 0.4
+        assert released.is_set()  # it wrote only once the other connection let go of the lock
         assert s.get_run('r') is not None
 
 
