@@ -50,6 +50,14 @@ class Budget:
         else:
             self.tool_calls += 1
 
+    def release(self, name: str, kind: CallKind) -> None:
+        """Give back one counted call that never started (the script ended before it did)."""
+        self.per_callee[name] -= 1
+        if kind == 'agent':
+            self.agent_calls -= 1
+        else:
+            self.tool_calls -= 1
+
     def _refuse(self, why: str) -> None:
         self.refused += 1
         raise BudgetSpent(f'{why}; no more calls of this kind will run. Finish with the results you have.')

@@ -105,6 +105,8 @@ class Callee:
     """A call whose outcome is unknown after a crash is not re-run without permission."""
     requires: tuple[After, ...] = ()
     """Predecessors that must have completed earlier in the run (checked at every call)."""
+    blocking: bool = False
+    """A sync host tool, run in a thread: it cannot be cancelled, so it is awaited when a script ends."""
     version: str | None = None
     """Given at registration to mark a change of behaviour the signature does not show; stored with
     every run, so a resume under another version is refused unless accepted."""
@@ -353,6 +355,7 @@ def callee_from_function(
         params=params,
         returns=returns,
         invoke=invoke,
+        blocking=not is_async,
     )
 
 

@@ -25,10 +25,10 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
-from ._errors import WorkflowRuntimeError
+from ._errors import ReplayDivergence, WorkflowRuntimeError
 from ._history import History, answered
 from ._journal import Journal, Snapshot
-from ._records import CallEvent, CallRecord, EventHandler, EventKind, Outcome, describe, preview
+from ._records import CallEvent, CallRecord, CallSource, EventHandler, EventKind, Outcome, describe, preview
 from ._rules import MAX_REFUSALS, Ledger, Policy, refusal
 from ._tracing import TRACER
 from ._values import NotPlainData, to_plain
@@ -80,7 +80,13 @@ class Dispatcher:
         self.trace_values = trace_values
         self.calls: list[CallRecord] = []
         self.staged: list[Staged] = []
+        """Admitted live calls not started yet: they start at the next pause that waits on them."""
         self.answered: list[CallRecord] = []
+        """Calls answered without running (journal, reuse, refusal) and not journaled yet."""
+        self.running: dict[int, tuple[asyncio.Task[Outcome], Callee]] = {}
+        """Started calls, by seq, until their result is journaled (`settle`) or the script ends."""
+        self.charged: set[int] = set()
+        """Seqs whose budget a restored run already counted (`preload`): not counted again."""
         self.t0 = time.perf_counter()
 
     # -- the synchronous half: admit the call, in call order -------------------------------------
@@ -120,7 +126,7 @@ class Dispatcher:
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
-        if record.source != 'reused':
+        if record.source != 'reused' and record.seq not in self.charged:
             try:
                 self.budget.reserve(callee.name, callee.kind)
             except Exception as exc:
@@ -143,9 +149,17 @@ class Dispatcher:
             self.calls.append(record)
         self.ledger.add(record)
 
-    def preload(self, records: list[CallRecord]) -> None:
-        """Calls the run made before the snapshot it restarts from: in the records, and seen by the rules."""
+    def preload(self, records: list[CallRecord], source: CallSource | None = None) -> None:
+        """Calls the run made before the snapshot it restarts from: in the records (shown as `source`),
+        seen by the rules, and counted against the budget once (a call still pending in the snapshot
+        is not counted again when the restored interpreter re-admits it)."""
         for record in records:
+            callee = self.callees.get(record.callee)
+            if callee is not None and charged(record):
+                self.budget.count(callee.name, callee.kind)
+                self.charged.add(record.seq)
+            if source is not None:
+                record.source = source
             self.add_record(record)
 
     def finish_answered(self, record: CallRecord) -> None:
@@ -222,21 +236,59 @@ class Dispatcher:
         answered_now, self.answered = self.answered, []
         if not staged and not answered_now:
             return 0
+        if staged and self.history is not None and self.history.mode == 'replay':
+            first = staged[0].record
+            raise ReplayDivergence(
+                f'call #{first.seq} {first.callee} never ran in the recorded run, but the replay needs its result.'
+            )
         self.journal.calls([*answered_now, *(s.record for s in staged)], snapshot=snapshot)
         for item in staged:
             self.emit('started', item.record)
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
             task.add_done_callback(lambda t, f=item.future: transfer(t, f))
-            item.future.add_done_callback(lambda f, t=task: t.cancel() if f.cancelled() else None)
+            self.running[item.record.seq] = (task, item.callee)
         return len(staged) + len(answered_now)
 
-    def settle(self, records: list[CallRecord]) -> None:
+    def flush(self) -> None:
+        """Journal the calls answered without running that are not journaled yet."""
+        answered_now, self.answered = self.answered, []
+        self.journal.calls(answered_now)
+
+    def settle(self, seqs: list[int]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
-        live = [r for r in records if r.source == 'live']
-        self.journal.calls(live)
-        for record in live:
+        finished = [self.calls[seq - 1] for seq in sorted(seqs) if self.running.pop(seq, None) is not None]
+        self.journal.calls(finished)
+        for record in finished:
             if record.status == 'ok':
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
+
+    async def wind_down(self) -> None:
+        """The script ended (or failed) with calls it did not wait for: none may outlive it, and how
+        each ended is journaled. Calls not started yet are `skipped` and give their budget back;
+        running ones are cancelled, except a blocking host tool, which cannot be and is awaited."""
+        skipped, self.staged = self.staged, []
+        for item in skipped:
+            self.skip(item.record, item.callee)
+            item.future.cancel()
+        running = list(self.running.items())
+        self.running = {}
+        for _, (task, callee) in running:
+            if not callee.blocking:
+                task.cancel()
+        await asyncio.gather(*(task for _, (task, _) in running), return_exceptions=True)
+        for seq, (_task, callee) in running:
+            record = self.calls[seq - 1]
+            if record.status == 'running':  # cancelled before its first step: it never started
+                self.skip(record, callee)
+            elif record.status == 'cancelled':
+                self.emit('failed', record)
+        ended = [self.calls[seq - 1] for seq, _ in running]
+        self.journal.calls([*self.answered, *(item.record for item in skipped), *ended])
+        self.answered = []
+
+    def skip(self, record: CallRecord, callee: Callee) -> None:
+        record.status, record.error = 'skipped', 'the script ended before this call started'
+        self.budget.release(callee.name, callee.kind)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
         async with AsyncExitStack() as limits:  # the run's cap, then the callee's
@@ -254,7 +306,7 @@ class Dispatcher:
                 value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
                 plain = to_plain(value, callee.returns.dump)
             except asyncio.CancelledError:
-                record.status = 'cancelled'
+                record.status, record.error = 'cancelled', 'cancelled: the script ended without waiting for it'
                 record.duration = time.perf_counter() - started
                 raise
             except WrongReturn as exc:
@@ -314,6 +366,11 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
         future.set_exception(exc)
     else:
         future.set_result(task.result())
+
+
+def charged(record: CallRecord) -> bool:
+    """Whether a journaled call spent budget: it was not reused, refused or skipped."""
+    return record.source != 'reused' and record.status not in ('refused', 'skipped')
 
 
 def reuse_key(callee: str, arguments: dict[str, Any]) -> str:

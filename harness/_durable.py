@@ -40,9 +40,9 @@ class Plan:
     """The stored run's journal, as read."""
     restore: RestorePoint | None = None
     prefill: list[CallRecord] = field(default_factory=list)
-    """Calls made before the snapshot: they are in the run's records."""
-    charged: list[str] = field(default_factory=list)
-    """The callees of the prefilled calls that spent budget (not reused ones): counted again."""
+    """Calls made before the snapshot: they are in the run's records and spent budget once."""
+    prefill_source: CallSource | None = None
+    """How the prefilled calls are shown (`replayed` in a replay); None: as journaled."""
     begin: RunRow | None = None
     """The run row to create (a fork)."""
     journaled: bool = True
@@ -117,14 +117,8 @@ def start_from(
     if snapshot is None:
         return
     plan.restore = RestorePoint(snapshot.dump, snapshot.ledger)
-    for call in calls:
-        if call.seq > snapshot.after_seq:
-            break
-        if call.source != 'reused':
-            plan.charged.append(call.callee)
-        if source is not None:
-            call.source = source
-        plan.prefill.append(call)
+    plan.prefill = [call for call in calls if call.seq <= snapshot.after_seq]
+    plan.prefill_source = source
 
 
 def require_store(store: RunStore | None) -> RunStore:

@@ -405,13 +405,10 @@ class Harness:
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
-        for name in plan.charged:
-            if name in self._callees:
-                scope.budget.count(name, self._callees[name].kind)
         journal = Journal(self.store if plan.journaled else None, plan.run_id)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history)
-        dispatcher.preload(plan.prefill)
+        dispatcher.preload(plan.prefill, plan.prefill_source)
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
                         type_check=self.type_check, restore=plan.restore)

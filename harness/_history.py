@@ -48,6 +48,8 @@ class History:
             if seq > self.fork_at:
                 return None
         row = self.calls.get(seq)
+        if row is not None and (row.status == 'skipped' or (row.status == 'cancelled' and self.mode == 'replay')):
+            return None  # it never ran, or ran and was cancelled: a replay stages it (and must not start it)
         if row is None:
             if self.mode == 'replay':
                 raise ReplayDivergence(

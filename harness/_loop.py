@@ -53,6 +53,7 @@ class ScriptLoop:
         try:
             while not isinstance(snap, monty.MontyComplete):
                 snap = await self.step(snap)
+            await self.dispatcher.wind_down()
             try:
                 return from_sandbox(snap.output)
             except NotPlainData as exc:
@@ -60,8 +61,11 @@ class ScriptLoop:
                     f"The script's final value holds {exc.type_name}, which is not plain data: end the script "
                     'with dicts, lists, str, int, float, bool or None (a @dataclass instance becomes a dict).'
                 ) from None
-        finally:
+        except BaseException:
             # A gather that failed abandons its other calls; nothing may outlive the script.
+            await self.dispatcher.wind_down()
+            raise
+        finally:
             for future in self.futures.values():
                 future.cancel()
 
@@ -105,11 +109,20 @@ class ScriptLoop:
 
     async def deliver(self, snap: monty.AsyncFutureSnapshot) -> monty.AsyncSnapshot:
         """Journal what was just called, wait until a result the sandbox waits on is ready, deliver
-        every such result at once (journaled first)."""
-        self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
+        every such result at once (journaled first).
+
+        Answers decided without running (a refusal, the journal's) go in first, before any call of
+        the same pause starts: a script that fails on one then never starts the others, the same
+        way on every run, and they are skipped, not charged.
+        """
         pending = set(snap.pending_call_ids)
         if pending.isdisjoint(self.futures):
             raise WorkflowRuntimeError('The sandbox is waiting on calls the harness does not know; retry the script.')
+        decided = {cid for cid in pending if cid in self.futures and self.futures[cid].done()}
+        if decided and self.dispatcher.staged:
+            self.dispatcher.flush()
+            return await self.hand_over(snap, decided)
+        self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
         if self.wakeup is None:
             self.wakeup = asyncio.Event()
         while not (done := self.ready & pending):
@@ -118,9 +131,13 @@ class ScriptLoop:
         if len(done) < len(pending):
             await asyncio.sleep(0)  # let results finishing in this same tick join the delivery
             done = self.ready & pending
+        return await self.hand_over(snap, done)
+
+    async def hand_over(self, snap: monty.AsyncFutureSnapshot, done: set[int]) -> monty.AsyncSnapshot:
+        """Journal these results (write-ahead), then resume the sandbox with them."""
         self.ready -= done
         calls = [self.pending.pop(cid) for cid in done]
-        self.dispatcher.settle([self.dispatcher.calls[c['seq'] - 1] for c in calls if c['seq'] is not None])
+        self.dispatcher.settle([c['seq'] for c in calls if c['seq'] is not None])
         return await snap.resume({cid: self.futures.pop(cid).result() for cid in done})
 
     def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> Checkpoint:

@@ -16,9 +16,10 @@ from typing import Any, Literal, TypedDict
 
 from pydantic import JsonValue
 
-CallStatus = Literal['running', 'ok', 'error', 'refused', 'cancelled', 'unknown']
-"""`refused`: a rule did not let it run. `unknown`: it was started, but the process died before its
-outcome was journaled."""
+CallStatus = Literal['running', 'ok', 'error', 'refused', 'cancelled', 'skipped', 'unknown']
+"""`refused`: a rule did not let it run. `cancelled`: it was running when the script ended without
+waiting for it. `skipped`: the script ended before it started (no budget spent). `unknown`: it was
+started, but the process died before its outcome was journaled."""
 CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
 """Where a call's result came from: it ran, or the journal (or the user) answered it."""
 CallKind = Literal['agent', 'tool']
