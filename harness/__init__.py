@@ -5,26 +5,77 @@ runs it in the Monty sandbox, dispatches every call, and returns the final value
 the public surface; everything else in the package is private (`_name.py`).
 """
 
-from ._analysis import Analysis, CallSite
-from ._catalog import RegistrationError
-from ._check import CheckReport, Diagnostic
-from ._context import CallContext, RunScope
-from ._engine import Harness
-from ._errors import (
-    BudgetExceeded,
-    NeedsDecision,
-    PolicyViolation,
-    ReplayDivergence,
-    SandboxCrashed,
-    SnapshotError,
-    WorkflowError,
-    WorkflowRuntimeError,
-    WorkflowTypeError,
-)
-from ._manifest import CatalogChange, CatalogChanged
-from ._records import CallEvent, CallRecord, WorkflowResult
-from ._rules import After
-from ._store import RunRow
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._analysis import Analysis, CallSite
+    from ._catalog import RegistrationError
+    from ._check import CheckReport, Diagnostic
+    from ._context import CallContext, RunScope
+    from ._engine import Harness
+    from ._errors import (
+        BudgetExceeded,
+        NeedsDecision,
+        PolicyViolation,
+        ReplayDivergence,
+        RunBusy,
+        SandboxCrashed,
+        SnapshotError,
+        WorkflowError,
+        WorkflowRuntimeError,
+        WorkflowTypeError,
+    )
+    from ._manifest import CatalogChange, CatalogChanged
+    from ._records import CallEvent, CallRecord, Pending, WorkflowResult
+    from ._rules import After
+    from ._store import RunRow
+
+# The public names load on first use (PEP 562): `harness`'s command line imports this package for every
+# command, and the ones that only read stored runs must not pay for pydantic-ai and logfire.
+_WHERE = {
+    'After': '._rules',
+    'Analysis': '._analysis',
+    'BudgetExceeded': '._errors',
+    'CallContext': '._context',
+    'CallEvent': '._records',
+    'CallRecord': '._records',
+    'CallSite': '._analysis',
+    'CatalogChange': '._manifest',
+    'CatalogChanged': '._manifest',
+    'CheckReport': '._check',
+    'Diagnostic': '._check',
+    'Harness': '._engine',
+    'NeedsDecision': '._errors',
+    'Pending': '._records',
+    'PolicyViolation': '._errors',
+    'RegistrationError': '._catalog',
+    'ReplayDivergence': '._errors',
+    'RunBusy': '._errors',
+    'RunRow': '._store',
+    'RunScope': '._context',
+    'SandboxCrashed': '._errors',
+    'SnapshotError': '._errors',
+    'WorkflowError': '._errors',
+    'WorkflowResult': '._records',
+    'WorkflowRuntimeError': '._errors',
+    'WorkflowTypeError': '._errors',
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
 
 __all__ = [
     'After',
@@ -40,9 +91,11 @@ __all__ = [
     'Diagnostic',
     'Harness',
     'NeedsDecision',
+    'Pending',
     'PolicyViolation',
     'RegistrationError',
     'ReplayDivergence',
+    'RunBusy',
     'RunRow',
     'RunScope',
     'SandboxCrashed',

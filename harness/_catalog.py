@@ -31,6 +31,7 @@ from ._context import CallContext, RunScope
 from ._prelude import HELPER_NAMES
 from ._records import CallKind
 from ._rules import After
+from ._usage import record as record_usage
 
 Invoke = Callable[[BaseModel, CallContext, RunScope], Awaitable[Any]]
 
@@ -105,6 +106,8 @@ class Callee:
     """A call whose outcome is unknown after a crash is not re-run without permission."""
     requires: tuple[After, ...] = ()
     """Predecessors that must have completed earlier in the run (checked at every call)."""
+    approval: bool = False
+    """A person must approve each call before it runs (the run waits, holding no worker)."""
     blocking: bool = False
     """A sync host tool, run in a thread: it cannot be cancelled, so it is awaited when a script ends."""
     version: str | None = None
@@ -286,6 +289,7 @@ def callee_from_agent(
         )
         if scope.usage is not None:
             scope.usage.incr(tokens_only(result.usage))
+        record_usage(result.usage)  # the workflow run's own totals
         return result.output
 
     return Callee(

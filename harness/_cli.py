@@ -1,44 +1,71 @@
-"""The `harness` command line (typer + rich)."""
+"""The `harness` command line (typer + rich).
+
+Imports are lazy on purpose: `--help`, `runs`, `show` and `trace` read only the run store, so they must
+not pay for pydantic-ai, logfire or the sandbox (about two seconds); the engine, the models and the
+sub-agents are imported inside the commands that run something. Keep new top-level imports light
+(`tests/test_cli_fast.py` checks which modules a listing imports).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import time
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic_ai.exceptions import UserError
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
-from rich.table import Table
 
-from ._analysis import analyze
-from ._engine import Harness
 from ._errors import WorkflowError
 from ._live import LiveCalls
-from ._loading import find_project_config, load_object, merge_into, resolve_store
+from ._loading import ConfigError, find_project_config, load_object, merge_into, resolve_store
 from ._models import DEMO_NOTICE, ModelChoice, choose_model
-from ._records import WorkflowResult, preview
+from ._records import WorkflowResult
 from ._store import RunRow, RunStore, StoreError
+
+if TYPE_CHECKING:
+    from ._engine import Harness
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f'harness {version("harness")}')
+        raise typer.Exit()
+
 
 app = typer.Typer(
     help='Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox.',
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={'help_option_names': ['-h', '--help']},
 )
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option('--version', help='Print the version and exit.', callback=show_version, is_eager=True)
+    ] = False,
+) -> None:
+    """Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox."""
+
 # The CLI owns its output: pydantic-ai's first-run banner would land between prompt and live lines.
 os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 StoreOpt = Annotated[
-    str | None, typer.Option('--store', help='Run store (else $HARNESS_STORE, else .harness/runs.db).')
+    str | None,
+    typer.Option('--store', help='Run store (else $HARNESS_STORE, else [tool.harness] store, else the '
+                 '.harness/runs.db of the project: found walking up to the nearest pyproject.toml or .git).'),
 ]
 AgentsOpt = Annotated[
     list[str] | None,
@@ -46,6 +73,14 @@ AgentsOpt = Annotated[
 ]
 RootOpt = Annotated[Path | None, typer.Option('--root', help='Workspace root the file tools may read (default: .).')]
 ModelOpt = Annotated[str | None, typer.Option('--model', help='A pydantic-ai model string (else $HARNESS_MODEL).')]
+
+
+RecheckOpt = Annotated[
+    bool, typer.Option('--recheck', help='Continue under a changed catalog if the script still type-checks.')
+]
+AcceptOpt = Annotated[
+    bool, typer.Option('--accept-changes', help='Continue under a changed catalog (still type-checked).')
+]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -60,9 +95,11 @@ def build(
     from subagents import register_builtins
     from tools.workspace import register_workspace_tools
 
+    from ._engine import Harness
+
     config = find_project_config()
     choice = choose_model(model, config_model=config.model)
-    h = Harness(store=resolve_store(store))
+    h = Harness(store=resolve_store(store, config))
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)
@@ -72,13 +109,18 @@ def build(
 
 
 def build_or_exit(*args: Any) -> tuple[Harness, ModelChoice]:
+    from pydantic_ai.exceptions import UserError
+
     try:
         return build(*args)
-    except (UserError, ValueError) as exc:  # RegistrationError is a UserError
+    except (UserError, ValueError) as exc:  # RegistrationError is a UserError; ModelError, ConfigError ValueErrors
         raise fail(str(exc)) from None
 
 
 def read_script(script: Path) -> str:
+    """The script's text; `-` reads it from standard input."""
+    if str(script) == '-':
+        return sys.stdin.read()
     try:
         return script.read_text()
     except OSError as exc:
@@ -124,6 +166,8 @@ def exec_(
         if exc.printed:
             console.print(escape(exc.printed), end='')
         raise fail(message) from None
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        raise interrupted(exc) from None
     finally:
         h.close()
     if as_json:
@@ -216,58 +260,47 @@ def ask(
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """One orchestrator turn: a live view of every call, then the answer and the run id."""
-    h, live, orchestrator = start_orchestrator(store, agents, root, model)
+    """One orchestrator turn, streamed: the script, every call, then the answer (Markdown) and the run ids."""
+    session = start_session(store, agents, root, model)
     try:
-        result = orchestrator.run_sync(prompt)
+        outcome = session.turn(prompt)
     except KeyboardInterrupt:
-        raise fail('cancelled', 130) from None
+        raise typer.Exit(130) from None
+    except asyncio.CancelledError:
+        raise typer.Exit(130) from None
     except Exception as exc:
-        raise fail(f'{type(exc).__name__}: {exc}') from None
+        raise fail(one_line(exc)) from None
+    else:
+        session.footer(outcome)
     finally:
-        h.close()
-    console.print()
-    console.print(escape(result.output))
-    footer(live)
+        close_session(session)
 
 
 @app.command()
 def chat(
+    conversation: Annotated[
+        str | None, typer.Argument(help='A stored conversation to continue (an id or a unique prefix).')
+    ] = None,
+    resume_last: Annotated[
+        bool, typer.Option('--continue', '-c', help='Continue a stored conversation: CONVERSATION, else the latest.')
+    ] = False,
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """An interactive chat with the orchestrator (Ctrl-C cancels the current workflow; Ctrl-D exits)."""
-    h, live, orchestrator = start_orchestrator(store, agents, root, model)
-    history: list[Any] = []
+    """An interactive chat with the orchestrator, kept in the run store (/help for its commands;
+    Ctrl-C cancels the current turn; Ctrl-D exits)."""
+    session = start_session(store, agents, root, model)
     try:
-        with asyncio.Runner() as runner:
-            while True:
-                try:
-                    prompt = console.input('[bold cyan]you>[/bold cyan] ')
-                except (EOFError, KeyboardInterrupt):
-                    console.print()
-                    break
-                if not prompt.strip():
-                    continue
-                if prompt.strip() in {'/exit', '/quit'}:
-                    break
-                live.run_ids.clear()  # this turn's runs only, also after a cancelled or failed turn
-                live.count = 0
-                try:
-                    result = runner.run(orchestrator.run(prompt, message_history=history))
-                except KeyboardInterrupt:
-                    console.print('[yellow]cancelled[/yellow]')
-                    continue
-                except Exception as exc:
-                    console.print(f'[red]error:[/red] {escape(f"{type(exc).__name__}: {exc}")}')
-                    continue
-                history = result.all_messages()
-                console.print(f'[bold green]orchestrator>[/bold green] {escape(result.output)}')
-                footer(live)
+        if resume_last or conversation:
+            try:
+                session.resume_conversation(conversation)
+            except StoreError as exc:
+                raise fail(str(exc)) from None
+        session.chat()
     finally:
-        h.close()
+        close_session(session)
 
 
 # -- stored runs ----------------------------------------------------------------------------------
@@ -275,7 +308,10 @@ def chat(
 
 def require_store(store: str | None) -> str:
     """The store path, or a one-line error if it does not exist (reading a run must not create a store)."""
-    path = resolve_store(store)
+    try:
+        path = resolve_store(store)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
     if path != ':memory:' and not Path(path).exists():
         raise fail(f'no run store at {path}: run a workflow first, or pass --store / set HARNESS_STORE.')
     return path
@@ -299,70 +335,76 @@ def find_run(db: RunStore, run_id: str) -> RunRow:
     return run
 
 
-STATUS_STYLE = {'completed': 'green', 'failed': 'red', 'interrupted': 'yellow', 'needs_decision': 'magenta',
-                'running': 'cyan'}
+RUN_STATUSES = ('running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting')
+JsonOpt = Annotated[bool, typer.Option('--json', help='Print JSON instead (whole values).')]
+FullOpt = Annotated[bool, typer.Option('--full', help='Whole values and stack traces, nothing cut.')]
 
 
 @app.command()
 def runs(
     limit: Annotated[int, typer.Option('--limit', '-n', help='How many runs to list.')] = 20,
+    status: Annotated[
+        list[str] | None,
+        typer.Option('--status', '-s', help=f'Only runs with this status ({", ".join(RUN_STATUSES)}); repeat it '
+                     'for several.'),
+    ] = None,
+    as_json: JsonOpt = False,
+    full: FullOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """Stored runs, newest first."""
+    """Stored runs, newest first, with their calls, duration and cost."""
+    from ._views import runs_json, runs_table
+
+    for wanted in status or []:
+        if wanted not in RUN_STATUSES:
+            raise fail(f'--status {wanted!r}: use one of {", ".join(RUN_STATUSES)}')
     with open_store(store) as db:
-        rows = db.list_runs(limit)
-    # expand + ratio: the prompt column gives way first, so run ids stay whole at 80 columns (and in pipes)
-    table = Table(box=None, header_style='bold', expand=True)
-    for column in ('run', 'when', 'status', 'calls', 'duration'):
-        table.add_column(column, no_wrap=True)
-    table.add_column('prompt / script', overflow='ellipsis', no_wrap=True, ratio=1)
-    for row in rows:
-        first = (row.prompt or row.script).strip().splitlines()[0] if (row.prompt or row.script).strip() else ''
-        style = STATUS_STYLE.get(row.status, '')
-        lineage = f' [dim](fork of {row.parent_run_id[:10]} at #{row.fork_at})[/dim]' if row.parent_run_id else ''
-        table.add_row(
-            row.run_id,
-            time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row.created)),
-            f'[{style}]{row.status}[/{style}]' if style else row.status,
-            str(row.calls_count),
-            f'{row.duration:.2f}s' if row.duration is not None else '',
-            escape(first[:60]) + lineage,
-        )
-    console.print(table if rows else '[dim]no runs yet[/dim]')
+        rows = db.list_runs(limit, status=status)
+        usage = db.usage([r.run_id for r in rows])
+        short = db.short_ids([r.run_id for r in rows])
+    if as_json:
+        print(json.dumps(runs_json(rows, usage), indent=2, default=str))
+        return
+    console.print(runs_table(rows, short, usage, full=full))
 
 
 @app.command()
 def show(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    call: Annotated[int | None, typer.Option('--call', '-k', help='Show call K whole: arguments, result, '
+                                             'exception with its stack trace.')] = None,
+    as_json: JsonOpt = False,
+    full: FullOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """One run: its script with line numbers, its calls with status and timing, and its value."""
+    """One run: the turn it belongs to (prompt, answer, conversation), its script, its calls (a failed
+    call's real exception too), its value and its token and cost totals."""
+    from ._views import call_json, exceptions_by_seq, show_call, show_json, show_run
+
     with open_store(store) as db:
         run = find_run(db, run_id)
         calls = db.calls(run.run_id)
-    style = STATUS_STYLE.get(run.status, 'white')
-    console.print(f'[bold]run {run.run_id}[/bold]  [{style}]{run.status}[/{style}]'
-                  + (f'  {run.duration:.2f}s' if run.duration is not None else ''))
-    if run.prompt:
-        console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
-    if run.parent_run_id:
-        console.print(f'[dim]forked from {run.parent_run_id} at call #{run.fork_at}[/dim]')
-    console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
-    table = Table(box=None, header_style='bold')
-    for column in ('#', 'callee', 'line', 'status', 'time', 'source', 'arguments -> result'):
-        table.add_column(column)
-    for call in calls:
-        outcome = preview(call.result, 60) if call.status == 'ok' else (call.error or '')
-        table.add_row(str(call.seq), call.callee, str(call.line or ''), call.status,
-                      f'{call.duration:.2f}s' if call.duration is not None else '',
-                      call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
-                      escape(f'{preview(call.arguments, 50)} -> {outcome}'))
-    console.print(table if calls else '[dim]no calls[/dim]')
-    if run.status == 'completed':
-        console.print('[bold]value:[/bold]')
-        console.print_json(json.dumps(run.value, default=str))
-    elif run.error:
-        console.print(f'[red]error:[/red] {escape(run.error)}')
+        spans = db.spans(run.run_id)
+        usage = db.usage([run.run_id]).get(run.run_id)
+        turn = next(iter(db.turns(agent_run_id=run.orchestrator_run_id)), None) if run.orchestrator_run_id else None
+        conversation = db.turns(turn.conversation_id) if turn is not None else []
+        siblings = db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id) if run.orchestrator_run_id else []
+        short = db.short_ids([r.run_id for r in siblings])
+    if call is not None:
+        found = next((c for c in calls if c.seq == call), None)
+        if found is None:
+            valid = f'1 to {len(calls)}' if calls else 'none: it made no call'
+            raise fail(f'run {run.run_id} has no call {call}; its calls are {valid}.')
+        if as_json:
+            print(json.dumps(call_json(found, exceptions_by_seq(spans).get(found.seq)), indent=2, default=str))
+        else:
+            show_call(console, run, found, spans)
+        return
+    if as_json:
+        print(json.dumps(show_json(run, calls, spans, usage, turn), indent=2, default=str))
+        return
+    show_run(console, run, calls, spans, usage=usage, turn=turn, conversation=conversation,
+             siblings=sorted(siblings, key=lambda r: r.created), short=short, full=full)
 
 
 @app.command()
@@ -371,6 +413,8 @@ def trace(
     mermaid: Annotated[
         bool, typer.Option('--mermaid', help="Mermaid flowchart of the script's possible calls; the path taken thick.")
     ] = False,
+    as_json: Annotated[bool, typer.Option('--json', help='Print the stored spans as JSON.')] = False,
+    full: FullOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
@@ -383,6 +427,8 @@ def trace(
         spans = db.spans(run.run_id)
         calls = db.calls(run.run_id)
     if mermaid:
+        from ._analysis import analyze
+
         h, _ = build_or_exit(store, agents, root)
         h.close()
         names = set(h.callees) | {c.callee for c in calls}
@@ -392,17 +438,83 @@ def trace(
             raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.') from None
         print(analysis.mermaid(taken=[(c.callee, c.line) for c in calls]))
         return
+    if as_json:
+        print(json.dumps(spans, indent=2, default=str))
+        return
     if not spans:
         raise fail(f'run {run.run_id} has no stored spans (tracing was off, or HARNESS_TRACING=off).')
-    console.print(render_tree(spans))
+    console.print(render_tree(spans, full=full))
 
 
-def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str) -> None:
+@app.command()
+def rm(
+    run_ids: Annotated[list[str], typer.Argument(help='Run ids (or unique prefixes) to delete.')],
+    force: Annotated[bool, typer.Option('--force', '-f', help='Delete a run even if it is still running.')] = False,
+    store: StoreOpt = None,
+) -> None:
+    """Delete runs: each with its journal, snapshots, spans and totals (runs forked from it stay)."""
+    with open_store(store) as db:
+        found = [find_run(db, run_id) for run_id in run_ids]
+        for run in found:
+            if run.status == 'running' and not force:
+                raise fail(f'run {run.run_id} is running: `harness cancel {run.run_id}` first, or rm --force.')
+        for run in found:
+            db.delete_run(run.run_id)
+            console.print(f'deleted run {run.run_id}')
+
+
+@app.command()
+def cancel(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    wait: Annotated[float, typer.Option('--wait', help='Seconds to wait for the run to stop.')] = 10.0,
+    store: StoreOpt = None,
+) -> None:
+    """Cancel a run that another process is running: it stops at its next pause, ends `interrupted`,
+    and can be resumed (`harness resume RUN`)."""
+    import time
+
+    with open_store(store) as db:
+        run = find_run(db, run_id)
+        if run.status != 'running':
+            raise fail(f'run {run.run_id} is not running (it is {run.status}); nothing to cancel.')
+        db.request_cancel(run.run_id)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            current = db.get_run(run.run_id)
+            if current is None or current.status != 'running':
+                break
+            time.sleep(0.1)  # another process writes the ending: nothing to wait on but the store
+        current = db.get_run(run.run_id)
+    if current is not None and current.status != 'running':
+        console.print(f'cancelled run {run.run_id}: it is {current.status}; `harness resume {run.run_id}` '
+                      'finishes it')
+        return
+    console.print(f'[yellow]cancel requested[/yellow] for run {run.run_id}: its process has not stopped it '
+                  f'within {wait:g}s (it stops at its next pause; a process that died leaves it `running`: '
+                  f'`harness resume {run.run_id}`)')
+
+
+def interrupted(exc: BaseException) -> typer.Exit:
+    """Ctrl-C, or `harness cancel` from another process: one line naming the run and how to finish it."""
+    run_id = getattr(exc, 'run_id', None)
+    by = ' by `harness cancel`' if run_id else ''
+    where = f': run {run_id} is interrupted; `harness resume {run_id}` finishes it' if run_id else ''
+    return fail(f'cancelled{by}{where}', 130)
+
+
+def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str, *, run_id: str = '',
+               from_seq: int | None = None) -> None:
     h.on_event = LiveCalls(console)
     try:
         result = action()
     except WorkflowError as exc:
+        if from_seq is not None and h.store is not None and (run := h.store.get_run(run_id)) is not None:
+            positions = h.store.snapshot_positions(run.run_id)
+            valid = f'K is one of {", ".join(map(str, positions))}' if positions else 'it has no snapshot'
+            raise fail(f'replay --from K: {exc.message} ({valid}; or leave --from out)') from None
         raise fail(exc.message) from None
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        raise interrupted(exc) from None
     finally:
         h.close()
     console.print_json(json.dumps(result.value, default=str))
@@ -413,6 +525,8 @@ def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str) -> N
 def replay(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
     from_seq: Annotated[int | None, typer.Option('--from', help='Start from the snapshot at call K.')] = None,
+    recheck: RecheckOpt = False,
+    accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
@@ -420,7 +534,8 @@ def replay(
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
     require_store(store)
     h, _ = build_or_exit(store, agents, root)
-    finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq), 'replayed')
+    finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
+               'replayed', run_id=run_id, from_seq=from_seq)
 
 
 @app.command()
@@ -432,6 +547,8 @@ def resume(
     answer: Annotated[
         list[str] | None, typer.Option('--answer', help='SEQ=JSON: the result of an unknown call.')
     ] = None,
+    recheck: RecheckOpt = False,
+    accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
@@ -448,7 +565,8 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
     require_store(store)
     h, _ = build_or_exit(store, agents, root)
-    finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers), 'resumed')
+    finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
+                                         accept_changes=accept_changes), 'resumed')
 
 
 @app.command()
@@ -456,6 +574,8 @@ def fork(
     run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
     at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).')],
     result: Annotated[str, typer.Option('--result', help='Its result, as JSON.')],
+    recheck: RecheckOpt = False,
+    accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
@@ -467,29 +587,60 @@ def fork(
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
     require_store(store)
     h, _ = build_or_exit(store, agents, root)
-    finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value), 'forked')
+    finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
+               'forked')
 
 
-def footer(live: LiveCalls) -> None:
-    """The run ids of this turn's workflows, and where to see their traces."""
-    if not live.run_ids:
-        console.print('[dim]no calls were made[/dim]')
+@app.command()
+def diff(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
+    require_store(store)
+    h, _ = build_or_exit(store, agents, root)
+    try:
+        found = h.diff(run_id)
+    except WorkflowError as exc:
+        raise fail(exc.message) from None
+    finally:
+        h.close()
+    if not found:
+        console.print(f'[green]no changes[/green]: the catalog is the one run {escape(run_id)} ran against')
         return
-    ids = ', '.join(live.run_ids)
-    console.print(f'[dim]run {ids} · {live.count} call(s)[/dim]')
-    console.print(f'[dim]trace: harness trace {live.run_ids[-1]}[/dim]')
+    for change in found:
+        console.print(f'- {escape(str(change))}')
+    raise typer.Exit(1)
 
 
-def start_orchestrator(
-    store: str | None, agents: list[str] | None, root: Path | None, model: str | None
-) -> tuple[Harness, LiveCalls, Any]:
-    """The Harness, its live call view, and the orchestrator on the chosen model (or the offline planner)."""
-    from subagents.planner import demo_model
+def one_line(exc: BaseException) -> str:
+    return ' '.join(f'{type(exc).__name__}: {exc}'.split())
+
+
+def start_session(store: str | None, agents: list[str] | None, root: Path | None, model: str | None) -> Any:
+    """The Harness, and a session of its orchestrator on the chosen model (or the offline planner)."""
+    from ._chat import Session
 
     h, choice = build_or_exit(store, agents, root, model)
     if choice.demo:
+        from subagents.planner import demo_model
+
+        model_object: Any = demo_model()
         console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
     else:
+        model_object = choice.model
         console.print(f'[dim]model: {escape(choice.label)}[/dim]')
     live = LiveCalls(console)
-    return h, live, h.orchestrator(demo_model() if choice.demo else choice.model, on_event=live)
+    session = Session(h, console, lambda m: h.orchestrator(m, on_event=live), model_object, choice.label, live)
+    session.runner = asyncio.Runner()
+    return session
+
+
+def close_session(session: Any) -> None:
+    try:
+        session.harness.close()
+    finally:
+        if session.runner is not None:
+            session.runner.close()

@@ -28,9 +28,20 @@ from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
 from ._history import History, answered
 from ._journal import Journal, Snapshot
-from ._records import CallEvent, CallRecord, CallSource, EventHandler, EventKind, Outcome, describe, preview
+from ._records import (
+    CallEvent,
+    CallRecord,
+    CallSource,
+    CallStatus,
+    EventHandler,
+    EventKind,
+    Outcome,
+    describe,
+    preview,
+)
 from ._rules import MAX_REFUSALS, Ledger, Policy, refusal
-from ._tracing import TRACER
+from ._store import Decision
+from ._tracing import TRACER, record_exception
 from ._values import NotPlainData, to_plain
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
@@ -60,6 +71,7 @@ class Dispatcher:
         history: History | None = None,
         reuse: bool = False,
         trace_values: bool = True,
+        decisions: Mapping[int, Decision] | None = None,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
@@ -85,6 +97,14 @@ class Dispatcher:
         """Calls answered without running (journal, reuse, refusal) and not journaled yet."""
         self.running: dict[int, tuple[asyncio.Task[Outcome], Callee]] = {}
         """Started calls, by seq, until their result is journaled (`settle`) or the script ends."""
+        self.finished: dict[int, int] = {}
+        """The order in which live calls finished on the host, by seq (the joins rank by it)."""
+        self.futures: dict[int, asyncio.Future[Outcome]] = {}
+        """The sandbox's future of each live call, by seq (a join may answer it before it ends)."""
+        self.decisions = dict(decisions or {})
+        """A person's decisions on calls that need approval, by seq (read when the run started)."""
+        self.held: dict[int, asyncio.Future[Outcome]] = {}
+        """Calls waiting for approval, by seq: never answered in this process; the run stops for them."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
         self.t0 = time.perf_counter()
@@ -126,6 +146,12 @@ class Dispatcher:
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
+        if answer is None and callee.approval:
+            decision = self.decisions.get(record.seq)
+            if decision is None:
+                self.hold(record, future)
+                return future, record.seq
+            answer = self.decided(record, decision)
         if record.source != 'reused' and record.seq not in self.charged:
             try:
                 self.budget.reserve(callee.name, callee.kind)
@@ -140,6 +166,7 @@ class Dispatcher:
             future.set_result(answer)
         else:
             self.staged.append(Staged(callee, arguments, record, future))
+            self.futures[record.seq] = future
         return future, record.seq
 
     def add_record(self, record: CallRecord) -> None:
@@ -162,12 +189,42 @@ class Dispatcher:
                 record.source = source
             self.add_record(record)
 
+    def spend(self, records: list[CallRecord]) -> None:
+        """Count calls the orchestrator run's other scripts made against its (shared) budget."""
+        for record in records:
+            callee = self.callees.get(record.callee)
+            if callee is not None and charged(record):
+                self.budget.count(callee.name, callee.kind)
+
     def finish_answered(self, record: CallRecord) -> None:
         """A call answered without running (from the journal, reused, or refused): span and events."""
         with self.call_span(record):
             pass
         self.emit('started', record)
         self.emit('finished' if record.status == 'ok' else 'failed', record)
+
+    def hold(self, record: CallRecord, future: asyncio.Future[Outcome]) -> None:
+        """A call that needs a person's approval and has none: journaled `waiting`, never run here."""
+        record.status = 'waiting'
+        self.add_record(record)
+        self.answered.append(record)  # journaled with the next pause (and its snapshot)
+        self.held[record.seq] = future
+
+    def decided(self, record: CallRecord, decision: Decision) -> Outcome | None:
+        """A person's decision on this call, traced with who decided and when: None (approved: it runs)
+        or the refusal the script gets."""
+        attributes = {
+            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
+            'harness.decision': 'approved' if decision.approved else 'rejected',
+            'harness.decided_by': decision.decided_by or '', 'harness.decided_at': decision.decided_at,
+        }
+        with TRACER.start_as_current_span(f'approval {record.callee}', attributes=attributes):
+            pass
+        if decision.approved:
+            return None
+        who = decision.decided_by or 'a person'
+        why = f'{record.callee} was rejected by {who}' + (f': {decision.reason}' if decision.reason else '')
+        return answered(record, 'answered', error=why, refused=True)
 
     def count_repeat(self, record: CallRecord) -> None:
         limit = self.policy.max_repeats
@@ -286,6 +343,29 @@ class Dispatcher:
         self.journal.calls([*self.answered, *(item.record for item in skipped), *ended])
         self.answered = []
 
+    def drop(self, seq: int, status: CallStatus, error: BaseException) -> None:
+        """A join no longer needs this call (`lost`), or its deadline passed (`timed_out`): the script
+        gets `error` in its place at once, the call is cancelled (a blocking tool runs on; its result
+        is kept) and the decision is journaled. A call that already finished is left as it is."""
+        record = self.calls[seq - 1]
+        if record.status != 'running':
+            return
+        record.status, record.error = status, str(error)
+        staged = next((item for item in self.staged if item.record.seq == seq), None)
+        if staged is not None:  # never started: gives its budget back
+            self.staged.remove(staged)
+            self.budget.release(staged.callee.name, staged.callee.kind)
+        else:
+            record.duration = time.perf_counter() - self.t0 - record.started
+            running = self.running.pop(seq, None)
+            if running is not None and not running[1].blocking:
+                running[0].cancel()
+        future = self.futures.get(seq)
+        if future is not None and not future.done():
+            future.set_result({'exception': error})
+        self.emit('failed', record)
+        self.journal.calls([record])
+
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
         self.budget.release(callee.name, callee.kind)
@@ -306,8 +386,9 @@ class Dispatcher:
                 value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
                 plain = to_plain(value, callee.returns.dump)
             except asyncio.CancelledError:
-                record.status, record.error = 'cancelled', 'cancelled: the script ended without waiting for it'
-                record.duration = time.perf_counter() - started
+                if record.status == 'running':  # not dropped by a join, which set its own status
+                    record.status, record.error = 'cancelled', 'cancelled: the script ended without waiting for it'
+                    record.duration = time.perf_counter() - started
                 raise
             except WrongReturn as exc:
                 return self.fail(record, started, TypeError(callee.wrong_return(exc)))
@@ -316,10 +397,13 @@ class Dispatcher:
                     f'{callee.name} returned a value of type {exc.type_name}, which cannot cross into the sandbox'
                 ))
             except Exception as exc:
+                record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)
                 return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
-            record.status = 'ok'
             record.result = plain
-            record.duration = time.perf_counter() - started
+            self.finished[record.seq] = len(self.finished)
+            if record.status == 'running':  # a blocking tool a join dropped keeps that status, and its result
+                record.status = 'ok'
+                record.duration = time.perf_counter() - started
         self.emit('finished', record)
         return {'return_value': plain}
 
@@ -369,7 +453,10 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
 
 
 def charged(record: CallRecord) -> bool:
-    """Whether a journaled call spent budget: it was not reused, refused or skipped."""
+    """Whether a journaled call spent budget: it was not reused, refused or skipped, and a call a join
+    dropped before it started (no duration) gave its budget back."""
+    if record.status in ('lost', 'timed_out') and record.duration is None:
+        return False
     return record.source != 'reused' and record.status not in ('refused', 'skipped')
 
 

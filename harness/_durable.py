@@ -22,7 +22,7 @@ from ._errors import ReplayDivergence, WorkflowError
 from ._history import History, HistoryMode
 from ._records import CallRecord, CallSource, WorkflowResult, new_run_id
 from ._runner import RestorePoint
-from ._store import RunRow, RunStore, SnapshotRow
+from ._store import Decision, Owner, RunRow, RunStore, SnapshotRow
 from ._values import jsonable
 
 
@@ -41,6 +41,10 @@ class Plan:
     restore: RestorePoint | None = None
     prefill: list[CallRecord] = field(default_factory=list)
     """Calls made before the snapshot: they are in the run's records and spent budget once."""
+    decisions: dict[int, Decision] = field(default_factory=dict)
+    """A person's decisions on the run's calls that need approval."""
+    spent: list[CallRecord] = field(default_factory=list)
+    """Calls of the same orchestrator run's other scripts: they count against its budget."""
     prefill_source: CallSource | None = None
     """How the prefilled calls are shown (`replayed` in a replay); None: as journaled."""
     begin: RunRow | None = None
@@ -52,9 +56,10 @@ class Plan:
 
 
 def plan_resume(
-    store: RunStore, run_id: str, *, retry_unknown: bool = False, answers: dict[int, Any] | None = None
+    store: RunStore, run_id: str, owner: Owner, *, retry_unknown: bool = False, answers: dict[int, Any] | None = None
 ) -> Plan:
-    """Continue from the newest snapshot; marks the run `running` again."""
+    """Continue from the newest snapshot: takes the run for `owner` (`RunBusy` if another live process
+    holds it) and marks it `running` again."""
     run = require_run(store, run_id)
     calls = store.calls(run.run_id)
     history = History(
@@ -65,7 +70,12 @@ def plan_resume(
         plan.done = WorkflowResult(value=run.value, run_id=run.run_id, status=run.status, calls=calls)
         return plan
     start_from(plan, store.latest_snapshot(run.run_id), calls)
-    store.update_run(run.run_id, status='running', error=None)
+    plan.decisions = store.decisions(run.run_id)
+    store.claim(run.run_id, owner)
+    store.update_run(run.run_id, status='running', error=None, expect_owner=owner)
+    if run.orchestrator_run_id:  # the orchestrator run's budget continues from what its other scripts spent
+        plan.spent = [c for other in store.runs_of_orchestrator(run.orchestrator_run_id) if other != run.run_id
+                      for c in store.calls(other)]
     return plan
 
 

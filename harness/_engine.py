@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import getpass
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.capabilities import Toolset
 from pydantic_ai.exceptions import UserError
@@ -32,12 +33,12 @@ from ._history import History
 from ._journal import Journal
 from ._manifest import CatalogChange, admit, changes, manifest
 from ._prompt import ORCHESTRATOR_INSTRUCTIONS
-from ._records import EventHandler, WorkflowResult, new_run_id
+from ._records import EventHandler, Pending, WorkflowResult, new_run_id
 from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
 from ._runner import ScriptRun
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
-from ._store import RunRow, RunStore
+from ._store import Decision, RunRow, RunStore, this_process
 from ._stubs import render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
@@ -174,12 +175,13 @@ class Harness:
         expose_errors: bool = False,
         requires: Requires = None,
         version: str | None = None,
+        approval: bool = False,
     ) -> AbstractAgent[Any, Any]:
         """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
 
         With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
         agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors`, `requires`
-        and `version` are as for `tool`.
+        `version` and `approval` are as for `tool`.
         """
         callee = callee_from_agent(
             agent,
@@ -190,7 +192,8 @@ class Harness:
             inherit_model=self.inherit_model if inherit_model is None else inherit_model,
         )
         self.add_callee(with_options(
-            callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version
+            callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version,
+            approval=approval,
         ))
         return agent
 
@@ -199,7 +202,7 @@ class Harness:
     @overload
     def subagent(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None,
+        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
     ) -> Callable[[F], F]: ...
     def subagent(self, fn: Any = None, /, **options: Any) -> Any:
         """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
@@ -210,7 +213,7 @@ class Harness:
     @overload
     def tool(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None,
+        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`).
@@ -221,7 +224,9 @@ class Harness:
         name, an `After(...)`, or a list) for predecessors that must have succeeded earlier in the
         run: otherwise the call is refused with a `PermissionError`, before it runs. `version=`
         marks a change of behaviour: runs record it, and resuming one under another version is
-        refused unless accepted.
+        refused unless accepted. `approval=True`: a person must approve each call before it runs;
+        a run that reaches one stops with `status == 'waiting'` (stored, holding no worker) until
+        `approve` / `reject` and `resume`.
         """
         return self._register_function('tool', fn, options)
 
@@ -325,7 +330,7 @@ class Harness:
         scope = scope or self.new_scope()
         access = scope.access.merged(Access.of(allow, deny))
         run_id = new_run_id()
-        journal = Journal(self.store, run_id)
+        journal = Journal(self.store, run_id, this_process())
         row = RunRow(
             run_id=run_id,
             script=code,
@@ -363,7 +368,8 @@ class Harness:
         catalog differs from the run's, unless `recheck=True` (the script still type-checks against
         the new stubs) or `accept_changes=True`; the script is type-checked in every case.
         """
-        plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
+        plan = plan_resume(require_store(self.store), run_id, this_process(), retry_unknown=retry_unknown,
+                           answers=dict(answers or {}))
         return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes)
 
     async def replay(
@@ -396,6 +402,45 @@ class Harness:
     def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.fork(run_id, **kwargs))
 
+    # -- approvals --------------------------------------------------------------------------------
+
+    def pending(self, run_id: str | None = None) -> list[Pending]:
+        """The calls that wait for a person's approval (of one run, or of every waiting run)."""
+        store = require_store(self.store)
+        runs = [require_run(store, run_id).run_id] if run_id else store.waiting_runs()
+        found = []
+        for rid in runs:
+            decided = store.decisions(rid)
+            found += [Pending(c.seq, c.callee, c.arguments, rid) for c in store.calls(rid)
+                      if c.status == 'waiting' and c.seq not in decided]
+        return found
+
+    def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]:
+        """Approve a waiting call (every waiting call of the run when `seq` is None), from any process;
+        `resume` then runs it. Returns the seqs approved."""
+        return self._decide(run_id, seq, Decision(True, None, by or _who()))
+
+    def reject(self, run_id: str, seq: int, *, reason: str, by: str | None = None) -> list[int]:
+        """Reject a waiting call: when the run resumes, the script gets `PermissionError(reason)` there."""
+        return self._decide(run_id, seq, Decision(False, reason, by or _who()))
+
+    def _decide(self, run_id: str, seq: int | None, decision: Decision) -> list[int]:
+        store = require_store(self.store)
+        run = require_run(store, run_id)
+        waiting = {p.seq for p in self.pending(run.run_id)}
+        if seq is not None and seq not in waiting:
+            shown = ', '.join(f'#{s}' for s in sorted(waiting)) or 'none'
+            raise WorkflowError(f'call #{seq} of run {run.run_id} is not waiting for approval (waiting: {shown}).')
+        seqs = [seq] if seq is not None else sorted(waiting)
+        owner = this_process()
+        store.claim(run.run_id, owner)  # one process at a time decides on, resumes or finishes a run
+        try:
+            for each in seqs:
+                store.decide(run.run_id, each, decision)
+        finally:
+            store.release(run.run_id, owner)
+        return seqs
+
     async def _execute_plan(
         self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool
     ) -> WorkflowResult:
@@ -405,9 +450,11 @@ class Harness:
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
-        journal = Journal(self.store if plan.journaled else None, plan.run_id)
+        journal = Journal(self.store if plan.journaled else None, plan.run_id, this_process())
         access = Access.from_json(plan.run.access)
-        dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history)
+        dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,
+                                      decisions=plan.decisions)
+        dispatcher.spend(plan.spent)
         dispatcher.preload(plan.prefill, plan.prefill_source)
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
@@ -440,6 +487,7 @@ class Harness:
         *,
         history: History | None = None,
         reuse: bool = False,
+        decisions: Mapping[int, Decision] | None = None,
     ) -> Dispatcher:
         policy = Policy(access=access, max_repeats=self.max_repeats, max_concurrency=self.max_concurrency,
                         call_concurrency=self.call_concurrency)
@@ -453,6 +501,7 @@ class Harness:
             history=history,
             reuse=reuse,
             trace_values=self.trace_values,
+            decisions=decisions,
         )
 
     async def _execute(
@@ -475,6 +524,8 @@ class Harness:
 
         `allow` / `deny`: the callees this agent's scripts may call (least privilege).
         """
+        if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
+            configure_tracing()
         return Toolset(toolset=WorkflowToolset(self, on_event=on_event, access=Access.of(allow, deny)))
 
     def orchestrator(
@@ -487,7 +538,13 @@ class Harness:
         deny: Iterable[str] | None = None,
         **agent_kwargs: Any,
     ) -> Agent[Any, str]:
-        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`."""
+        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`.
+
+        With a callee that needs approval, its output may also be pydantic-ai's `DeferredToolRequests`
+        (a run waiting for a person); continue with `deferred_tool_results=DeferredToolResults(...)`.
+        """
+        if any(c.approval for c in self._callees.values()):
+            agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
         return Agent(
             model,
             name='orchestrator',
@@ -557,10 +614,19 @@ __all__ = ['Harness']
 
 def with_options(
     callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None,
-    version: str | None = None,
+    version: str | None = None, approval: bool = False,
 ) -> Callee:
     """A registered callee with the options given at registration."""
     rules = normalize(requires)
     return dataclasses.replace(
-        callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules, version=version
+        callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules, version=version,
+        approval=approval,
     )
+
+
+def _who() -> str:
+    """Who decides, when the caller does not say: the user running this process."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return 'unknown'

@@ -62,6 +62,30 @@ class NeedsDecision(WorkflowError):
         self.seq = seq
 
 
+class RunWaiting(Exception):
+    """Raised inside the engine when a script can only go on once a person decided on its calls."""
+
+    def __init__(self, pending: list[Any]) -> None:
+        super().__init__(pending)
+        self.pending = pending
+
+
+class RunBusy(WorkflowError):
+    """Another live process holds the run (it is running, resuming or finishing it); or, with
+    `lost=True`, this process lost its hold on the run and must not write its outcome."""
+
+    def __init__(self, run_id: str, holder: Any, *, lost: bool = False) -> None:
+        who = f'pid {holder.pid} on host {holder.host}' if holder is not None else 'another process'
+        if lost:
+            message = (f'run {run_id} was taken over by another process ({who}) while this one ran it; '
+                       'this process stopped without recording its outcome.')
+        else:
+            message = (f'run {run_id} is active in another process ({who}); wait for it to finish, or resume '
+                       'it after that process has stopped (its hold expires 30 s after it stops renewing it).')
+        super().__init__(message, run_id=run_id)
+        self.holder = holder
+
+
 class ReplayDivergence(WorkflowError):
     """A replay asked for a call that the journal does not hold at that position."""
 

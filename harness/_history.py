@@ -48,6 +48,9 @@ class History:
             if seq > self.fork_at:
                 return None
         row = self.calls.get(seq)
+        if row is not None and row.status == 'waiting':  # decided (or held again) by the approval gate
+            record.attempt = row.attempt
+            return None
         if row is not None and (row.status == 'skipped' or (row.status == 'cancelled' and self.mode == 'replay')):
             return None  # it never ran, or ran and was cancelled: a replay stages it (and must not start it)
         if row is None:
@@ -72,6 +75,11 @@ class History:
             return answered(record, self.source, error=row.error or f'{row.callee} failed')
         if row.status == 'refused':
             return answered(record, self.source, error=row.error or f'{row.callee} was refused', refused=True)
+        if row.status in ('lost', 'timed_out'):  # a join dropped it: the script gets what it got then
+            record.status = row.status
+            record.source, record.duration, record.error = self.source, row.duration, row.error
+            kind = TimeoutError if row.status == 'timed_out' else RuntimeError
+            return {'exception': kind(row.error or f'{row.callee} was cancelled')}
         # In flight when the recorded run stopped: its outcome is unknown.
         if self.mode == 'replay':
             raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')

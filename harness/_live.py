@@ -1,34 +1,95 @@
-"""The terminal's live view of a run: one line as each call starts, finishes or fails."""
+"""The terminal's live view of calls: one line as each call starts, finishes or fails.
+
+Calls are written as the script wrote them, in Python: `reviewer(path='a.py', focus='bugs')`, each value
+cut on its own (a long string keeps its start and says how long it was) rather than the whole line at
+the terminal's edge. Numbers run across a whole orchestrator turn: a second attempt's first call is
+numbered after the first attempt's last, so `#7` names one call of the turn.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from ._records import CallEvent, preview
+from ._records import CallEvent
+
+VALUE_CHARS = 60
+"""A string argument longer than this is shown as its start and its length."""
+RESULT_CHARS = 160
+"""A result is cut after this many characters."""
+
+
+def literal(value: Any, limit: int = VALUE_CHARS) -> str:
+    """`value` (plain data) as a Python literal, each string cut to `limit` characters with its length."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return repr(value)
+        return f'{value[:limit]!r}…({len(value):,} chars)'
+    if isinstance(value, bool) or value is None or isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        items = [literal(v, limit) for v in value[:20]]
+        more = [f'…{len(value) - 20} more'] if len(value) > 20 else []
+        return '[' + ', '.join(items + more) + ']'
+    if isinstance(value, dict):
+        entries = [f'{k!r}: {literal(v, limit)}' for k, v in list(value.items())[:20]]
+        more = [f'…{len(value) - 20} more'] if len(value) > 20 else []
+        return '{' + ', '.join(entries + more) + '}'
+    return repr(value)
+
+
+def call_text(callee: str, arguments: dict[str, Any], limit: int = VALUE_CHARS) -> str:
+    """`callee(key='value', n=3)`: the call as the script wrote it."""
+    return f'{callee}(' + ', '.join(f'{k}={literal(v, limit)}' for k, v in arguments.items()) + ')'
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + '…'
 
 
 class LiveCalls:
-    """An `on_event` handler printing each call as it happens."""
+    """An `on_event` handler printing each call as it happens; `new_turn()` starts the numbering over."""
 
-    def __init__(self, console: Console, *, width: int | None = None) -> None:
+    def __init__(self, console: Console) -> None:
         self.console = console
-        self.width = width
         self.count = 0
+        """Calls started since `new_turn()`."""
         self.run_ids: list[str] = []
+        """The runs that made those calls, in order of their first call."""
+        self._offsets: dict[str, int] = {}
+        self._highest = 0
+
+    def new_turn(self) -> None:
+        self.count = 0
+        self.run_ids.clear()
+        self._offsets.clear()
+        self._highest = 0
+
+    def number(self, event: CallEvent) -> int:
+        """The call's number in this turn: its `seq`, after the calls of the turn's earlier runs."""
+        if event.run_id not in self._offsets:
+            self._offsets[event.run_id] = self._highest
+            self.run_ids.append(event.run_id)
+        number = self._offsets[event.run_id] + event.seq
+        self._highest = max(self._highest, number)
+        return number
 
     def __call__(self, event: CallEvent) -> None:
-        if event.run_id not in self.run_ids:
-            self.run_ids.append(event.run_id)
-        width = self.width or self.console.width
-        args = escape(preview(event.arguments, max(20, width // 2 - 20)).strip('{}'))
+        number = self.number(event)
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if event.kind == 'started':
             self.count += 1
-            self.console.print(f'  [cyan]→[/cyan] #{event.seq} [bold]{event.callee}[/bold]({args}){tag}')
+            call = escape(call_text(event.callee, event.arguments))
+            self.console.print(f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]'
+                               f'{call[len(event.callee):]}{tag}')
         elif event.kind == 'finished':
             took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
-            result = escape(preview(event.result, max(20, width - len(event.callee) - 25)))
-            self.console.print(f'  [green]✓[/green] #{event.seq} {event.callee} [dim]{took}[/dim] → {result}{tag}')
+            result = escape(cut(literal(event.result), RESULT_CHARS))
+            self.console.print(
+                f'  [green]✓[/green] #{number} {escape(event.callee)} [dim]{took}[/dim] → {result}{tag}'
+            )
         else:
-            self.console.print(f'  [red]✗[/red] #{event.seq} {event.callee}: {escape(event.error or "failed")}{tag}')
+            error = escape(event.error or 'failed')
+            self.console.print(f'  [red]✗[/red] #{number} {escape(event.callee)}: {error}{tag}')

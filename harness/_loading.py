@@ -1,5 +1,8 @@
 """Finds the user's configuration: the store path, custom sub-agents (`--agents module:attr`) and
 `[tool.harness]` in the nearest pyproject.toml.
+
+Only the standard library at import: the CLI's commands that read stored runs start fast because
+nothing here pulls in pydantic-ai; `load_object` and `merge_into` import what they need when called.
 """
 
 from __future__ import annotations
@@ -11,19 +14,51 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.agent.abstract import AbstractAgent
+if TYPE_CHECKING:
+    from ._engine import Harness
 
-from ._catalog import RegistrationError
-from ._engine import Harness
-
+STORE_DIR = '.harness'
 DEFAULT_STORE = '.harness/runs.db'
+ROOT_MARKERS = ('pyproject.toml', '.git')
 
 
-def resolve_store(store: str | None) -> str:
-    """`--store`, else `HARNESS_STORE`, else `.harness/runs.db` under the working directory."""
-    return store or os.environ.get('HARNESS_STORE') or DEFAULT_STORE
+class ConfigError(ValueError):
+    """The user's configuration cannot be used; the message names the file and the fix."""
+
+
+def resolve_store(store: str | None, config: ProjectConfig | None = None, *, start: Path | None = None) -> str:
+    """`--store`, else `HARNESS_STORE`, else `[tool.harness] store` (relative to its pyproject.toml), else the
+    `.harness/runs.db` found walking up from the working directory to the project root, else a new one at
+    the project root (the nearest folder with a pyproject.toml or .git; the working directory if none).
+
+    So every subdirectory of a project shares the project's runs.
+    """
+    if store or os.environ.get('HARNESS_STORE'):
+        return store or os.environ['HARNESS_STORE']
+    config = config if config is not None else find_project_config(start)
+    if config.store:
+        path = Path(config.store).expanduser()
+        return str(path if path.is_absolute() or config.root is None else config.root / path)
+    here = (start or Path.cwd()).resolve()
+    root = project_root(here)
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_STORE
+        if candidate.is_file():
+            return str(candidate) if folder != here else DEFAULT_STORE
+        if folder == root:
+            break
+    return DEFAULT_STORE if root is None or root == here else str(root / DEFAULT_STORE)
+
+
+def project_root(start: Path | None = None) -> Path | None:
+    """The nearest folder, from `start` up, holding a pyproject.toml or a .git."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    return None
 
 
 @dataclass
@@ -33,6 +68,7 @@ class ProjectConfig:
     agents: list[str] = field(default_factory=list)
     model: str | None = None
     workspace: str | None = None
+    store: str | None = None
     root: Path | None = None
 
 
@@ -44,19 +80,27 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
             try:
                 data = tomllib.loads(pyproject.read_text())
             except (OSError, tomllib.TOMLDecodeError) as exc:
-                raise RegistrationError(f'cannot read {pyproject}: {exc}') from None
+                raise ConfigError(f'cannot read {pyproject}: {exc}') from None
             section = data.get('tool', {}).get('harness', {})
             agents = section.get('agents', [])
             if isinstance(agents, str):
                 agents = [agents]
+            store = section.get('store')
+            if store is not None and not isinstance(store, str):
+                raise ConfigError(
+                    f'{pyproject}: [tool.harness] store must be a path string, e.g. store = ".harness/runs.db"'
+                )
             return ProjectConfig(
-                agents=list(agents), model=section.get('model'), workspace=section.get('workspace'), root=folder
+                agents=list(agents), model=section.get('model'), workspace=section.get('workspace'), store=store,
+                root=folder,
             )
     return ProjectConfig()
 
 
 def load_object(spec: str, *, search_path: Path | None = None) -> Any:
     """Import `module:attr` (the working directory and `search_path` are importable)."""
+    from ._catalog import RegistrationError
+
     module_name, _, attr = spec.partition(':')
     if not module_name or not attr:
         raise RegistrationError(f'--agents {spec!r}: write it as module:attribute, e.g. myagents:reviewer')
@@ -77,6 +121,11 @@ def load_object(spec: str, *, search_path: Path | None = None) -> Any:
 
 def merge_into(h: Harness, obj: Any, *, spec: str) -> list[str]:
     """Register a Harness's catalog, an Agent, an async function, or a list of them; user entries replace built-ins."""
+    from pydantic_ai.agent.abstract import AbstractAgent
+
+    from ._catalog import RegistrationError
+    from ._engine import Harness
+
     added: list[str] = []
     items = obj if isinstance(obj, list | tuple) else [obj]
     for item in items:

@@ -20,8 +20,9 @@ from typing import Any, cast
 import pydantic_monty as monty
 
 from ._dispatch import Dispatcher
-from ._errors import WorkflowRuntimeError
-from ._records import Outcome, PendingCall
+from ._errors import RunWaiting, WorkflowRuntimeError
+from ._joins import HOST_FUNCTIONS, Joins
+from ._records import Outcome, Pending, PendingCall
 from ._store import Checkpoint
 from ._values import NotPlainData, from_sandbox
 
@@ -48,6 +49,7 @@ class ScriptLoop:
         # not what is pending (a 10,000-way gather would otherwise rescan every call per result).
         self.ready: set[int] = set()
         self.wakeup: asyncio.Event | None = None
+        self.joins = Joins(dispatcher, seq_of=lambda call_id: self.pending.get(call_id, {}).get('seq'))
 
     async def run(self, snap: monty.AsyncSnapshot) -> Any:
         try:
@@ -66,6 +68,7 @@ class ScriptLoop:
             await self.dispatcher.wind_down()
             raise
         finally:
+            self.joins.close()
             for future in self.futures.values():
                 future.cancel()
 
@@ -74,6 +77,13 @@ class ScriptLoop:
             if snap.is_os_function:
                 return await self.answer_os(snap)
             name = str(snap.function_name)
+            if name in HOST_FUNCTIONS:  # the join helpers asking the host
+                kwargs = dict(snap.kwargs)
+                outcome = self.joins.answer(name, kwargs)
+                seq = len(self.dispatcher.calls)  # the journal record it just wrote
+                self.answered(PendingCall(call_id=snap.call_id, seq=seq, callee=name, arguments=kwargs, line=None),
+                              outcome)
+                return await snap.resume({'future': ...})
             try:
                 call = PendingCall(call_id=snap.call_id, seq=None, callee=name, arguments=arguments_of(name, snap),
                                    line=self.line_of(snap.position))
@@ -97,10 +107,21 @@ class ScriptLoop:
 
     def admit(self, call: PendingCall) -> None:
         """Hand a call to the dispatcher; `call['seq']` is set only for a restored snapshot's calls."""
+        if call['callee'] in HOST_FUNCTIONS and call['seq'] is not None:  # restored: answered from its record
+            self.answered(call, {'return_value': self.dispatcher.calls[call['seq'] - 1].result})
+            return
         future, seq = self.dispatcher.start(call['callee'], call['arguments'], call['line'], seq=call['seq'])
         future.add_done_callback(lambda _, cid=call['call_id']: self.on_done(cid))
         self.futures[call['call_id']] = future
         self.pending[call['call_id']] = {**call, 'seq': seq}
+
+    def answered(self, call: PendingCall, outcome: Outcome) -> None:
+        """A join helper's host call, answered at once (its journal record is at `call['seq']`)."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        future.set_result(outcome)
+        future.add_done_callback(lambda _, cid=call['call_id']: self.on_done(cid))
+        self.futures[call['call_id']] = future
+        self.pending[call['call_id']] = call
 
     def on_done(self, call_id: int) -> None:
         self.ready.add(call_id)
@@ -123,6 +144,10 @@ class ScriptLoop:
             self.dispatcher.flush()
             return await self.hand_over(snap, decided)
         self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
+        waiting = self.waiting_for_people(pending)
+        if waiting:
+            self.dispatcher.journal.calls([], snapshot=lambda: self.checkpoint(snap))
+            raise RunWaiting(waiting)
         if self.wakeup is None:
             self.wakeup = asyncio.Event()
         while not (done := self.ready & pending):
@@ -132,6 +157,17 @@ class ScriptLoop:
             await asyncio.sleep(0)  # let results finishing in this same tick join the delivery
             done = self.ready & pending
         return await self.hand_over(snap, done)
+
+    def waiting_for_people(self, pending: set[int]) -> list[Pending]:
+        """The calls the sandbox waits on, when every one of them waits for a person's approval."""
+        futures = [self.futures.get(cid) for cid in pending]
+        if any(future is None or future.done() for future in futures):
+            return []  # something to deliver first
+        calls = [self.pending[cid] for cid in pending]
+        if not all(call['seq'] in self.dispatcher.held for call in calls):
+            return []
+        return [Pending(call['seq'] or 0, call['callee'], call['arguments'], self.dispatcher.run_id)
+                for call in sorted(calls, key=lambda c: c['seq'] or 0)]
 
     async def hand_over(self, snap: monty.AsyncFutureSnapshot, done: set[int]) -> monty.AsyncSnapshot:
         """Journal these results (write-ahead), then resume the sandbox with them."""

@@ -37,11 +37,35 @@ def choose_model(model: str | None = None, *, config_model: str | None = None) -
         provider = OpenAIProvider(base_url=base_url, api_key=os.environ.get('HARNESS_API_KEY') or 'not-needed')
         return ModelChoice(OpenAIChatModel(model_name, provider=provider), f'{model_name} at {base_url}', False)
     if name:
-        return ModelChoice(name, name, False)
+        return ModelChoice(resolve(name), name, False)
     for key, default in KEY_DEFAULTS.items():
         if os.environ.get(key):
-            return ModelChoice(default, default, False)
+            return ModelChoice(resolve(default), default, False)
     return ModelChoice(None, 'offline demo planner', True)
+
+
+class ModelError(ValueError):
+    """The model cannot be used as named; the message is one line that says what to change."""
+
+
+def resolve(name: str) -> Any:
+    """The pydantic-ai model for `name`, built now, so a typo or a missing key is one line before anything runs."""
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models import infer_model
+
+    try:
+        return infer_model(name)
+    except UserError as exc:
+        message = ' '.join(str(exc).split())
+        if message.startswith('Unknown model'):
+            raise ModelError(
+                f'unknown model {name!r}: name it as provider:model, e.g. --model openai:gpt-4.1-mini, '
+                'or set HARNESS_BASE_URL for an OpenAI-compatible server (Ollama, vLLM).'
+            ) from None
+        first = message.split('. ')[0].rstrip('.')
+        raise ModelError(f'cannot use model {name!r}: {first}.') from None
+    except ImportError as exc:
+        raise ModelError(f'cannot use model {name!r}: {" ".join(str(exc).split())}') from None
 
 
 DEMO_NOTICE = (

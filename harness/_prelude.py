@@ -1,12 +1,18 @@
 """The join helpers every script gets, written in sandbox Python, and their typed stubs.
 
 Monty's `asyncio.gather` has no `return_exceptions`, so a fan-out that should keep the results
-that succeeded needs `settled`. The runtime source is fed to each session before the script (and
-unchecked); the stub text below is what the model and the checker see, with `PermissionError`, a
-builtin the sandbox raises (a refused call) that its checker does not know.
+that succeeded needs `settled`; it has no `wait`, `wait_for` or `as_completed` either, so
+`first_of`, `quorum` and `within` are written here over host functions (`__race__`,
+`__race_won__`, `__deadline__`, answered by `_joins.Joins`), which cancel the calls a join no
+longer needs and journal every decision. A member a join can cancel is a call of a catalog
+function (the host knows it by its call id, `str(aw)`); any other awaitable runs to its end.
+
+The runtime source is fed to each session before the script (and unchecked); the stub text below
+is what the model and the checker see, with `PermissionError`, a builtin the sandbox raises (a
+refused call) that its checker does not know.
 """
 
-HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled'})
+HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within'})
 
 HELPERS_SOURCE = """\
 import asyncio
@@ -19,6 +25,33 @@ async def settled(aw):
 
 async def settle_all(*aws):
     return await asyncio.gather(*[settled(aw) for aw in aws])
+
+async def __member__(race, index, aw):
+    try:
+        value = await aw
+    except Exception as e:
+        return {"ok": False, "error": str(e), "rank": -1}
+    rank = await __race_won__(race=race, index=index)
+    return {"ok": True, "value": value, "rank": rank}
+
+async def __join__(kind, need, aws):
+    race = await __race__(kind=kind, need=need, members=[str(aw) for aw in aws])
+    outcomes = await asyncio.gather(*[__member__(race, i, aw) for i, aw in enumerate(aws)])
+    won = sorted([o for o in outcomes if o["ok"] and o["rank"] < need], key=lambda o: o["rank"])
+    if len(won) < need:
+        errors = "; ".join([o["error"] for o in outcomes if not o["ok"]])
+        raise RuntimeError(f"{kind}: {len(won)} of {len(aws)} calls succeeded, {need} needed ({errors})")
+    return [o["value"] for o in won]
+
+async def first_of(*aws):
+    return (await __join__("first_of", 1, aws))[0]
+
+async def quorum(k, *aws):
+    return await __join__("quorum", k, aws)
+
+async def within(seconds, aw):
+    await __deadline__(seconds=seconds, members=[str(aw)])
+    return await aw
 """
 
 HELPER_STUBS = '''\
@@ -44,5 +77,21 @@ async def settled(aw: Awaitable[T]) -> Settled[T]:
 
 async def settle_all(*aws: Awaitable[T]) -> list[Settled[T]]:
     """Like `asyncio.gather(*aws)`, but a failure does not cancel the rest: one `Settled` per awaitable, in order."""
+    ...
+
+
+async def first_of(*aws: Awaitable[T]) -> T:
+    """The value of the first call to succeed; the others are cancelled. Raises if all fail."""
+    ...
+
+
+async def quorum(k: int, *aws: Awaitable[T]) -> list[T]:
+    """The values of the first `k` calls to succeed, in the order they finished; the rest are cancelled.
+    Raises if fewer than `k` succeed."""
+    ...
+
+
+async def within(seconds: float, aw: Awaitable[T]) -> T:
+    """The value of `aw`, or TimeoutError if it has not finished after `seconds` (the call is cancelled)."""
     ...
 '''

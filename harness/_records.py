@@ -12,19 +12,24 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import JsonValue
 
-CallStatus = Literal['running', 'ok', 'error', 'refused', 'cancelled', 'skipped', 'unknown']
+CallStatus = Literal[
+    'running', 'ok', 'error', 'refused', 'cancelled', 'skipped', 'lost', 'timed_out', 'waiting', 'unknown'
+]
 """`refused`: a rule did not let it run. `cancelled`: it was running when the script ended without
-waiting for it. `skipped`: the script ended before it started (no budget spent). `unknown`: it was
-started, but the process died before its outcome was journaled."""
+waiting for it. `skipped`: the script ended before it started (no budget spent). `lost`: a join
+(`first_of`, `quorum`) had what it needed and cancelled it. `timed_out`: cancelled at its
+`within` deadline. `waiting`: it needs a person's approval and has not got it yet. `unknown`: it
+was started, but the process died before its outcome was journaled."""
 CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered']
 """Where a call's result came from: it ran, or the journal (or the user) answered it."""
 CallKind = Literal['agent', 'tool']
 """Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
-RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision']
+RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting']
+"""`waiting`: stopped at a call that needs a person's approval; `Harness.resume` continues it."""
 
 
 @dataclass
@@ -119,6 +124,16 @@ class CallEvent:
 EventHandler = Callable[[CallEvent], None]
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A call that waits for a person's approval: `Harness.approve(run_id, seq)` or `reject`."""
+
+    seq: int
+    callee: str
+    arguments: dict[str, JsonValue]
+    run_id: str = ''
+
+
 @dataclass
 class WorkflowResult:
     """What `Harness.run` (and replay, resume, fork) returns."""
@@ -131,11 +146,15 @@ class WorkflowResult:
     budget_exhausted: bool = False
     """A call was refused because a budget ran out; the script caught it and finished."""
     note: str | None = None
+    waiting: list[Pending] = field(default_factory=list)
+    """With `status == 'waiting'`: the calls that wait for approval (the run holds no worker meanwhile)."""
 
 
 def new_run_id() -> str:
-    """Sortable by creation time, unique across processes."""
-    return f'{int(time.time() * 1000):012x}{secrets.token_hex(3)}'
+    """Unique across processes, and random from its first character: a short prefix names one run (git-like
+    abbreviations in the CLI), where a leading timestamp made every run of a day share 7 characters.
+    Runs are ordered by their `created` column, never by id."""
+    return f'{secrets.token_hex(6)}{int(time.time() * 1000):012x}'
 
 
 def preview(value: Any, limit: int = 300, *, as_text: bool = False) -> str:
@@ -165,6 +184,8 @@ class SpanDict(TypedDict):
     end: float
     status: Literal['ok', 'error']
     error: str | None
+    exceptions: NotRequired[list[dict[str, str]]]
+    """Exception events: `type`, `message`, `stacktrace` (a callee's real error, for the operator)."""
     attributes: dict[str, Any]
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from opentelemetry.trace import Status, StatusCode
 
 from ._check import Checker
-from ._errors import NeedsDecision, SandboxCrashed, WorkflowError
+from ._errors import NeedsDecision, RunWaiting, SandboxCrashed, WorkflowError
 from ._journal import Journal
+from ._observe import observed
 from ._records import RunStatus, WorkflowResult
 from ._runner import PrintCapture, ScriptRun, run_script
 from ._sandbox import SandboxPool
@@ -44,7 +45,8 @@ async def execute(
                 begin.trace_context = current_traceparent()
                 journal.begin(begin)
             try:
-                result = await _finish(pool, checker, job, journal)
+                async with journal.held():
+                    result = await observed(span, journal.store, run_id, _finish(pool, checker, job, journal))
             except BaseException as exc:
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
                 span.set_attribute('harness.status', 'failed')
@@ -66,6 +68,10 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     printed = PrintCapture()
     try:
         value = await run_script(pool, checker, job, printed)
+    except RunWaiting as wait:  # stopped cleanly for a person: stored, resumable, holding no worker
+        journal.end('waiting')
+        return WorkflowResult(value=None, run_id=job.dispatcher.run_id, status='waiting', calls=job.dispatcher.calls,
+                              printed=printed.text, waiting=wait.pending)
     except BaseException as exc:
         status, message = ending(exc)
         journal.end(status, error=message)

@@ -134,6 +134,7 @@ async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint
             first = await session.load_snapshot(restore.dump, print_callback=printed)
             for call in restore.ledger:
                 loop.admit(call)
+            loop.joins.rearm()
             return await loop.run(first)
         except BaseException as exc:
             raise translate(exc, job.dispatcher) from None

@@ -26,6 +26,7 @@ import json
 import os
 import random
 import secrets
+import socket
 import sqlite3
 import struct
 import threading
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from ._errors import SnapshotError
+from ._errors import RunBusy, SnapshotError
 from ._records import CallRecord, CallSource, CallStatus, PendingCall, RunStatus, SpanDict
 
 T = TypeVar('T')
@@ -124,11 +125,113 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ('ALTER TABLE runs ADD COLUMN access_json TEXT',),
     # 3 -> 4: the catalog the run ran against (stubs, and a digest and version per callee).
     ('ALTER TABLE runs ADD COLUMN catalog_json TEXT',),
+    # 4 -> 5: one owner per run: the process that runs it holds a lease it renews.
+    ('ALTER TABLE runs ADD COLUMN owner TEXT', 'ALTER TABLE runs ADD COLUMN lease_until REAL'),
+    # 5 -> 6: the terminal's records: token and cost totals per run, conversations and their turns
+    # (`harness chat --continue`), and requests to cancel a run that another process runs (`harness cancel`).
+    (
+        'CREATE TABLE run_usage (run_id TEXT PRIMARY KEY, usage_json TEXT NOT NULL)',
+        """CREATE TABLE conversations (
+            conversation_id TEXT PRIMARY KEY,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            title TEXT,
+            model TEXT,
+            messages_json TEXT NOT NULL
+        )""",
+        """CREATE TABLE turns (
+            conversation_id TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            agent_run_id TEXT,
+            prompt TEXT NOT NULL,
+            answer TEXT,
+            status TEXT NOT NULL,
+            error TEXT,
+            usage_json TEXT,
+            trace_id TEXT,
+            created REAL NOT NULL,
+            PRIMARY KEY (conversation_id, turn)
+        )""",
+        'CREATE INDEX turns_agent_run ON turns (agent_run_id)',
+        'CREATE TABLE cancel_requests (run_id TEXT PRIMARY KEY, requested REAL NOT NULL)',
+    ),
+    # 6 -> 7: a person's decisions on calls that need approval, and which orchestrator tool call
+    # (pydantic-ai's deferred approval) a waiting run belongs to.
+    (
+        """CREATE TABLE decisions (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            approved INTEGER NOT NULL,
+            reason TEXT,
+            decided_by TEXT,
+            decided_at REAL NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )""",
+        'CREATE TABLE tool_calls (tool_call_id TEXT PRIMARY KEY, run_id TEXT NOT NULL)',
+    ),
 ]
 
 
 class StoreError(Exception):
     """The run store cannot do what was asked; the message says why and, where there is one, the fix."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on a call that needs approval."""
+
+    approved: bool
+    reason: str | None = None
+    decided_by: str | None = None
+    decided_at: float = field(default_factory=time.time)
+
+
+LEASE_SECONDS = 30.0
+"""How long a run's lease lasts unless renewed; the running process renews it well before."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process that runs runs: its host, its pid, and a token that tells two lives of a pid apart."""
+
+    host: str
+    pid: int
+    token: str
+
+    def __str__(self) -> str:
+        return f'{self.host}:{self.pid}:{self.token}'
+
+    @classmethod
+    def parse(cls, text: str | None) -> Owner | None:
+        if not text:
+            return None
+        parts = text.rsplit(':', 2)  # the host may hold colons (IPv6); pid and token never do
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2])
+
+    def alive(self) -> bool | None:
+        """Whether the process still exists: known on this host only (None elsewhere)."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+_this: Owner | None = None
+
+
+def this_process() -> Owner:
+    """This process as a run's owner (a new token after a fork)."""
+    global _this
+    if _this is None or _this.pid != os.getpid():
+        _this = Owner(socket.gethostname(), os.getpid(), secrets.token_hex(4))
+    return _this
 
 
 @dataclass
@@ -190,6 +293,39 @@ class SnapshotRow:
     monty_format: int
     store_format: int
     created: float
+
+
+@dataclass
+class Conversation:
+    """A chat with the orchestrator: its whole message history, so `harness chat --continue` picks it up."""
+
+    conversation_id: str
+    created: float
+    updated: float
+    title: str | None
+    """The first prompt's first line."""
+    model: str | None
+    messages_json: str
+    """pydantic-ai's `ModelMessagesTypeAdapter` JSON of every message so far."""
+
+
+@dataclass
+class Turn:
+    """One orchestrator run of a conversation (an `ask` is a conversation of one turn)."""
+
+    conversation_id: str
+    turn: int
+    agent_run_id: str | None
+    """pydantic-ai's run id: the `orchestrator_run_id` of the workflow runs the turn started."""
+    prompt: str
+    answer: str | None
+    status: str
+    """`completed`, `failed` or `cancelled`."""
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+    """The orchestrator's own tokens and cost (`_usage.Totals.as_json()`); sub-agents' are on their runs."""
+    trace_id: str | None = None
+    created: float = field(default_factory=time.time)
 
 
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
@@ -283,8 +419,12 @@ class RunStore:
 
         self._write(write)
 
-    def update_run(self, run_id: str, **changes: Any) -> None:
-        """Set some fields of a run (names as in `RunRow`); `updated` is set to now unless given."""
+    def update_run(self, run_id: str, *, expect_owner: Owner | None = None, **changes: Any) -> None:
+        """Set some fields of a run (names as in `RunRow`); `updated` is set to now unless given.
+
+        With `expect_owner`, only while that process holds the run's lease (else `RunBusy`); the
+        lease is released in the same write when the run ends (its status is no longer `running`).
+        """
         unknown = set(changes) - set(_UPDATABLE)
         if unknown:
             raise TypeError(f'update_run() cannot set {sorted(unknown)}; it sets {sorted(_UPDATABLE)}.')
@@ -295,11 +435,117 @@ class RunStore:
             for name, value in changes.items()
         ]
 
+        ending = changes.get('status', 'running') != 'running'
+        release = ', owner = NULL, lease_until = NULL' if ending and expect_owner is not None else ''
+
         def write(conn: sqlite3.Connection) -> None:
-            if conn.execute(f'UPDATE runs SET {columns} WHERE run_id = ?', (*values, run_id)).rowcount == 0:
-                raise StoreError(f'no run {run_id!r} in {self.path}.')
+            guard, params = _owner_guard(expect_owner)
+            sql = f'UPDATE runs SET {columns}{release} WHERE run_id = ?{guard}'
+            if conn.execute(sql, (*values, run_id, *params)).rowcount == 0:
+                self._refuse_write(conn, run_id)
 
         self._write(write)
+
+    def runs_of_orchestrator(self, orchestrator_run_id: str) -> list[str]:
+        """The ids of the runs (scripts) of one orchestrator run, oldest first."""
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT run_id FROM runs WHERE orchestrator_run_id = ? ORDER BY created, rowid', (orchestrator_run_id,)
+            ).fetchall()
+        )
+        return [row[0] for row in rows]
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    def decide(self, run_id: str, seq: int, decision: Decision) -> None:
+        """Record a person's decision on a waiting call (a later decision replaces an earlier one)."""
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO decisions (run_id, seq, approved, reason, decided_by, decided_at) '
+                'VALUES (?, ?, ?, ?, ?, ?)',
+                (run_id, seq, int(decision.approved), decision.reason, decision.decided_by, decision.decided_at),
+            )
+        )
+
+    def decisions(self, run_id: str) -> dict[int, Decision]:
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT seq, approved, reason, decided_by, decided_at FROM decisions WHERE run_id = ?', (run_id,)
+            ).fetchall()
+        )
+        return {seq: Decision(bool(approved), reason, by, at) for seq, approved, reason, by, at in rows}
+
+    def waiting_runs(self) -> list[str]:
+        """Ids of the runs that wait for approvals, oldest first."""
+        rows = self._read(
+            lambda conn: conn.execute("SELECT run_id FROM runs WHERE status = 'waiting' ORDER BY created").fetchall()
+        )
+        return [row[0] for row in rows]
+
+    def link_tool_call(self, tool_call_id: str, run_id: str) -> None:
+        """Remember which run an orchestrator's (deferred) `run_workflow` call started."""
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO tool_calls (tool_call_id, run_id) VALUES (?, ?)', (tool_call_id, run_id)
+            )
+        )
+
+    def run_of_tool_call(self, tool_call_id: str) -> str | None:
+        sql = 'SELECT run_id FROM tool_calls WHERE tool_call_id = ?'
+        row = self._read(lambda conn: conn.execute(sql, (tool_call_id,)).fetchone())
+        return row[0] if row else None
+
+    # -- one owner per run -----------------------------------------------------------------------
+
+    def claim(self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS) -> None:
+        """Take the run's lease for `owner`, or raise `RunBusy` naming the live process that holds it.
+
+        A lease is free when nobody holds it, when it expired (its holder stopped renewing), or when
+        its holder is a process on this host that no longer exists.
+        """
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute('SELECT owner, lease_until FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f'no run {run_id!r} in {self.path}.')
+            holder = Owner.parse(row[0])
+            if holder is not None and holder != owner and (row[1] or 0) > time.time() and holder.alive() is not False:
+                raise RunBusy(run_id, holder)
+            conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
+                         (str(owner), time.time() + ttl, run_id))
+
+        self._write(write)
+
+    def renew(self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS) -> bool:
+        """Extend `owner`'s lease; False when it no longer holds it."""
+        return self._write(
+            lambda conn: conn.execute(
+                'UPDATE runs SET lease_until = ? WHERE run_id = ? AND owner = ?',
+                (time.time() + ttl, run_id, str(owner)),
+            ).rowcount
+            == 1
+        )
+
+    def release(self, run_id: str, owner: Owner) -> None:
+        """Give the run's lease back (when holding it was all this process did, e.g. an approval)."""
+        self._write(
+            lambda conn: conn.execute(
+                'UPDATE runs SET owner = NULL, lease_until = NULL WHERE run_id = ? AND owner = ?', (run_id, str(owner))
+            )
+        )
+
+    def holder(self, run_id: str) -> tuple[Owner | None, float | None]:
+        """Who holds the run's lease, and until when."""
+        row = self._read(
+            lambda conn: conn.execute('SELECT owner, lease_until FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+        )
+        return (Owner.parse(row[0]), row[1]) if row else (None, None)
+
+    def _refuse_write(self, conn: sqlite3.Connection, run_id: str) -> None:
+        row = conn.execute('SELECT owner FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f'no run {run_id!r} in {self.path}.')
+        raise RunBusy(run_id, Owner.parse(row[0]), lost=True)
 
     def get_run(self, run_id: str) -> RunRow | None:
         """The run with this id, or with this unique id prefix (like git); `None` if none matches.
@@ -326,13 +572,26 @@ class RunStore:
 
         return self._read(read)
 
-    def list_runs(self, limit: int = 50) -> list[RunRow]:
-        """Stored runs, newest first (by `created`, then by insertion order)."""
+    def list_runs(
+        self, limit: int = 50, *, status: Iterable[str] | None = None, orchestrator_run_id: str | None = None
+    ) -> list[RunRow]:
+        """Stored runs, newest first (by `created`, then by insertion order); only those with one of
+        `status`, or of one orchestrator run, when given."""
+        where, params = [], []
+        if status is not None:
+            statuses = list(status)
+            where.append(f'status IN ({", ".join("?" * len(statuses))})' if statuses else '0')
+            params += statuses
+        if orchestrator_run_id is not None:
+            where.append('orchestrator_run_id = ?')
+            params.append(orchestrator_run_id)
+        clause = f'WHERE {" AND ".join(where)} ' if where else ''
         return self._read(
             lambda conn: [
                 _run_from_db(row)
                 for row in conn.execute(
-                    f'SELECT {_RUN_COLUMNS} FROM runs ORDER BY created DESC, rowid DESC LIMIT ?', (limit,)
+                    f'SELECT {_RUN_COLUMNS} FROM runs {clause}ORDER BY created DESC, rowid DESC LIMIT ?',
+                    (*params, limit),
                 )
             ]
         )
@@ -340,7 +599,8 @@ class RunStore:
     # -- the call journal ------------------------------------------------------------------------
 
     def put_calls(
-        self, run_id: str, calls: Iterable[CallRecord], *, snapshot: Checkpoint | None = None
+        self, run_id: str, calls: Iterable[CallRecord], *, snapshot: Checkpoint | None = None,
+        expect_owner: Owner | None = None,
     ) -> int | None:
         """Write whole call rows of one run in one transaction (INSERT OR REPLACE by `seq`).
 
@@ -359,12 +619,15 @@ class RunStore:
             conn.executemany(
                 f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}) VALUES ({", ".join("?" * 13)})', rows
             )
+            guard, params = _owner_guard(expect_owner)
             cursor = conn.execute(
-                'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?',
-                (top, time.time(), run_id),
+                f'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?{guard}',
+                (top, time.time(), run_id, *params),
             )
             if cursor.rowcount == 0:
-                raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
+                if expect_owner is None:
+                    raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
+                self._refuse_write(conn, run_id)
             return self._insert_snapshot(conn, snapshot_row) if snapshot_row is not None else None
 
         return self._write(write)
@@ -450,6 +713,121 @@ class RunStore:
             ).fetchall()
         )
         return [span for (text,) in batches for span in json.loads(text)]
+
+    # -- the terminal's records: usage, conversations, cancel requests, deletion ------------------
+
+    def set_usage(self, run_id: str, usage: dict[str, Any]) -> None:
+        """Store a run's token and cost totals (`_usage.Totals.as_json()`), replacing earlier ones."""
+        usage_json = _encode_required(usage, 'run usage')
+        self._write(lambda conn: conn.execute(
+            'INSERT OR REPLACE INTO run_usage (run_id, usage_json) VALUES (?, ?)', (run_id, usage_json)
+        ))
+
+    def usage(self, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored totals of those runs that have any, by run id."""
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        rows = self._read(lambda conn: conn.execute(
+            f'SELECT run_id, usage_json FROM run_usage WHERE run_id IN ({", ".join("?" * len(ids))})', ids
+        ).fetchall())
+        return {run_id: json.loads(text) for run_id, text in rows}
+
+    def short_ids(self, run_ids: Iterable[str], minimum: int = 7) -> dict[str, str]:
+        """The shortest prefix of each id (at least `minimum` characters) that names no other run, as git
+        abbreviates: one more character than the longest prefix it shares with its neighbours in id order."""
+
+        def read(conn: sqlite3.Connection) -> dict[str, str]:
+            short = {}
+            for run_id in run_ids:
+                shared = 0
+                for sql in ('SELECT max(run_id) FROM runs WHERE run_id < ?',
+                            'SELECT min(run_id) FROM runs WHERE run_id > ?'):
+                    other = conn.execute(sql, (run_id,)).fetchone()[0]
+                    if other is not None:
+                        shared = max(shared, _common_prefix(run_id, other))
+                short[run_id] = run_id[: max(minimum, shared + 1)]
+            return short
+
+        return self._read(read)
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run with its journal, snapshots, spans and totals (runs forked from it keep theirs)."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            if conn.execute('DELETE FROM runs WHERE run_id = ?', (run_id,)).rowcount == 0:
+                raise StoreError(f'no run {run_id!r} in {self.path}.')
+            for table in ('calls', 'snapshots', 'spans', 'run_usage', 'cancel_requests'):
+                conn.execute(f'DELETE FROM {table} WHERE run_id = ?', (run_id,))
+
+        self._write(write)
+
+    def snapshot_positions(self, run_id: str) -> list[int]:
+        """The call counts (`after_seq`) the run has snapshots at: the valid `replay --from K`."""
+        rows = self._read(lambda conn: conn.execute(
+            'SELECT DISTINCT after_seq FROM snapshots WHERE run_id = ? ORDER BY after_seq', (run_id,)
+        ).fetchall())
+        return [row[0] for row in rows]
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the process that runs `run_id` to cancel it (it looks at each pause of the script)."""
+        self._write(lambda conn: conn.execute(
+            'INSERT OR REPLACE INTO cancel_requests (run_id, requested) VALUES (?, ?)', (run_id, time.time())
+        ))
+
+    def cancel_requested(self, run_id: str) -> bool:
+        return self._read(lambda conn: conn.execute(
+            'SELECT 1 FROM cancel_requests WHERE run_id = ?', (run_id,)
+        ).fetchone()) is not None
+
+    def clear_cancel(self, run_id: str) -> None:
+        self._write(lambda conn: conn.execute('DELETE FROM cancel_requests WHERE run_id = ?', (run_id,)))
+
+    def save_conversation(self, conversation: Conversation) -> None:
+        """Insert or replace a conversation (its whole message history, as pydantic-ai's JSON)."""
+        row = (conversation.conversation_id, conversation.created, conversation.updated, conversation.title,
+               conversation.model, conversation.messages_json)
+        self._write(lambda conn: conn.execute(
+            'INSERT OR REPLACE INTO conversations (conversation_id, created, updated, title, model, messages_json) '
+            'VALUES (?, ?, ?, ?, ?, ?)', row
+        ))
+
+    def get_conversation(self, conversation_id: str | None = None) -> Conversation | None:
+        """The conversation with this id or unique id prefix; the latest one when `conversation_id` is None."""
+        columns = 'conversation_id, created, updated, title, model, messages_json'
+
+        def read(conn: sqlite3.Connection) -> Conversation | None:
+            if conversation_id is None:
+                rows = conn.execute(f'SELECT {columns} FROM conversations ORDER BY updated DESC LIMIT 1').fetchall()
+            else:
+                rows = conn.execute(
+                    f'SELECT {columns} FROM conversations WHERE substr(conversation_id, 1, ?) = ? LIMIT 2',
+                    (len(conversation_id), conversation_id),
+                ).fetchall()
+                if len(rows) > 1:
+                    raise StoreError(f'conversation id prefix {conversation_id!r} is ambiguous: give more characters.')
+            return Conversation(*rows[0]) if rows else None
+
+        return self._read(read)
+
+    def add_turn(self, turn: Turn) -> None:
+        row = (turn.conversation_id, turn.turn, turn.agent_run_id, turn.prompt, turn.answer, turn.status, turn.error,
+               _encode(turn.usage, 'turn usage'), turn.trace_id, turn.created)
+        self._write(lambda conn: conn.execute(
+            'INSERT OR REPLACE INTO turns (conversation_id, turn, agent_run_id, prompt, answer, status, error, '
+            'usage_json, trace_id, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', row
+        ))
+
+    def turns(self, conversation_id: str | None = None, *, agent_run_id: str | None = None) -> list[Turn]:
+        """A conversation's turns in order, or the turn of one orchestrator run."""
+        columns = 'conversation_id, turn, agent_run_id, prompt, answer, status, error, usage_json, trace_id, created'
+        if agent_run_id is not None:
+            sql, params = f'SELECT {columns} FROM turns WHERE agent_run_id = ?', (agent_run_id,)
+        else:
+            sql, params = f'SELECT {columns} FROM turns WHERE conversation_id = ? ORDER BY turn', (conversation_id,)
+        rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [Turn(*row[:7], usage=_decode(row[7]), trace_id=row[8], created=row[9]) for row in rows]
+
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -610,6 +988,20 @@ class RunStore:
                         ) from exc
             time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters do not retry in lockstep
             delay = min(delay * 2, 0.1)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _owner_guard(owner: Owner | None) -> tuple[str, tuple[Any, ...]]:
+    return (' AND owner = ?', (str(owner),)) if owner is not None else ('', ())
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:

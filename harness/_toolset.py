@@ -16,7 +16,7 @@ from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field, TypeAdapter
 from pydantic_ai import RunContext, ToolDefinition
-from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
 from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
 from typing_extensions import TypedDict
 
@@ -26,6 +26,7 @@ from ._errors import BudgetExceeded, WorkflowError
 from ._prompt import tool_description
 from ._records import CallRecord, EventHandler, WorkflowResult, preview
 from ._rules import Access
+from ._store import RunStore
 
 TOOL_NAME = 'run_workflow'
 MAX_COMPLETED_SHOWN = 20
@@ -85,6 +86,13 @@ class WorkflowHost(Protocol):
 
     async def run(self, code: str, *, scope: RunScope | None = None,
                   on_event: EventHandler | None = None) -> WorkflowResult: ...
+
+    async def resume(self, run_id: str, *, on_event: EventHandler | None = None) -> WorkflowResult: ...
+
+    def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]: ...
+
+    @property
+    def store(self) -> RunStore | None: ...
 
 
 @dataclass
@@ -146,7 +154,12 @@ class WorkflowToolset(AbstractToolset[Any]):
             self.scope = (await self.for_run(ctx)).scope
         token = _in_workflow.set(True)
         try:
-            result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
+            waiting_run = self.approved_run(ctx)
+            if waiting_run is not None:  # the person approved the deferred call: continue from the snapshot
+                self.harness.approve(waiting_run)
+                result = await self.harness.resume(waiting_run, on_event=self.on_event)
+            else:
+                result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:
             # Not a retry: a retry cannot succeed once the budget is spent.
             return f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}'
@@ -154,6 +167,8 @@ class WorkflowToolset(AbstractToolset[Any]):
             raise ModelRetry(f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}') from None
         finally:
             _in_workflow.reset(token)
+        if result.status == 'waiting':
+            raise self.defer(result, ctx)
         # Only the final value returns to the model, with what the script printed, if anything.
         value: Any = result.value
         if result.printed:
@@ -163,3 +178,19 @@ class WorkflowToolset(AbstractToolset[Any]):
         if result.note:
             return {'result': value, 'note': result.note}
         return value
+
+    def approved_run(self, ctx: RunContext[Any]) -> str | None:
+        """The waiting run this tool call started, when pydantic-ai calls it again approved."""
+        store = self.harness.store
+        if not ctx.tool_call_approved or not ctx.tool_call_id or store is None:
+            return None
+        return store.run_of_tool_call(ctx.tool_call_id)
+
+    def defer(self, result: WorkflowResult, ctx: RunContext[Any]) -> ApprovalRequired:
+        """A run waiting for approvals, as pydantic-ai's own deferred approval of this tool call: the
+        app answers it with `DeferredToolResults`, and an approved call continues the run."""
+        store = self.harness.store
+        if store is not None and ctx.tool_call_id:
+            store.link_tool_call(ctx.tool_call_id, result.run_id)
+        waiting = [{'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in result.waiting]
+        return ApprovalRequired(metadata={'run_id': result.run_id, 'waiting': waiting})

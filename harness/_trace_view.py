@@ -62,23 +62,26 @@ def build_tree(spans: Iterable[SpanDict]) -> list[Node]:
     return roots
 
 
-def render_tree(spans: Iterable[SpanDict]) -> Tree:
-    """The span tree as a rich `Tree`: name, duration, status and the interesting attributes."""
+def render_tree(spans: Iterable[SpanDict], *, full: bool = False) -> Tree:
+    """The span tree as a rich `Tree`: name, duration, status and the interesting attributes, and under
+    a span that recorded an exception, the exception (with its stack trace when `full`)."""
     roots = build_tree(spans)
+    limit = None if full else PREVIEW_CHARS
     if not roots:
         return Tree(Text('no spans recorded', style='dim'))
     if len(roots) == 1:
-        tree = Tree(span_label(roots[0].span))
-        _add_children(tree, roots[0])
+        tree = Tree(span_label(roots[0].span, limit))
+        _add_children(tree, roots[0], limit)
         return tree
     tree = Tree(Text(f'{len(roots)} root spans', style='dim'))
     for root in roots:
-        _add_children(tree.add(span_label(root.span)), root)
+        _add_children(tree.add(span_label(root.span, limit)), root, limit)
     return tree
 
 
-def span_label(span: SpanDict) -> Text:
-    """One line for `span`: `name  12 ms  ok  key=value ...` (no rich markup is interpreted)."""
+def span_label(span: SpanDict, limit: int | None = PREVIEW_CHARS) -> Text:
+    """One line for `span`: `name  12 ms  ok  key=value ...` (no rich markup is interpreted); values cut
+    to `limit` characters (None: whole)."""
     attrs: Mapping[str, Any] = span.get('attributes') or {}
     failed = span.get('status') == 'error'
     text = Text()
@@ -86,10 +89,10 @@ def span_label(span: SpanDict) -> Text:
     text.append(f'  {format_duration(duration_of(span))}', style='dim')
     if failed:
         error = span.get('error')
-        text.append('  error' + (f': {_line(error)}' if error else ''), style='red')
+        text.append('  error' + (f': {_line(error, limit)}' if error else ''), style='red')
     else:
         text.append('  ok', style='green')
-    details = _details(span, attrs)
+    details = _details(span, attrs, limit)
     if details:
         text.append('  ' + '  '.join(details), style='cyan')
     return text
@@ -132,16 +135,16 @@ def error_count(value: Any) -> int:
     return flagged or 1
 
 
-def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
+def _details(span: SpanDict, attrs: Mapping[str, Any], limit: int | None = PREVIEW_CHARS) -> list[str]:
     kind = _kind(span)
     out: list[str] = []
     if kind == 'call':
         if attrs.get('harness.seq') is not None:
             out.append(f'#{attrs["harness.seq"]}')
         if attrs.get('harness.arguments') is not None:
-            out.append(f'args={_line(attrs["harness.arguments"])}')
+            out.append(f'args={_line(attrs["harness.arguments"], limit)}')
         if attrs.get('harness.result_preview') is not None:
-            out.append(f'-> {_line(attrs["harness.result_preview"])}')
+            out.append(f'-> {_line(attrs["harness.result_preview"], limit)}')
         attempt = _int(attrs.get('harness.attempt'))
         if attempt is not None and attempt > 1:
             out.append(f'attempt {attempt}')
@@ -154,7 +157,9 @@ def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
     elif kind == 'run':
         for key, label in (('harness.status', 'status'), ('harness.budget_used', 'budget')):
             if attrs.get(key) is not None:
-                out.append(f'{label}={_line(attrs[key])}')
+                out.append(f'{label}={_line(attrs[key], limit)}')
+        if attrs.get('harness.usage.input_tokens') is not None:
+            out.append(usage_text(attrs, 'harness.usage'))
     model = attrs.get('gen_ai.request.model') or attrs.get('gen_ai.response.model')
     if model and kind != 'call':
         out.append(f'model={model}')
@@ -162,7 +167,17 @@ def _details(span: SpanDict, attrs: Mapping[str, Any]) -> list[str]:
     tokens_out = attrs.get('gen_ai.usage.output_tokens')
     if tokens_in is not None or tokens_out is not None:
         out.append(f'tokens in={_or_unknown(tokens_in)} out={_or_unknown(tokens_out)}')
+    if attrs.get('operation.cost') is not None:
+        out.append(f'cost=${float(attrs["operation.cost"]):.4f}')
     return out
+
+
+def usage_text(attrs: Mapping[str, Any], prefix: str) -> str:
+    """`sub-agents: tokens in=… out=… cost=$…` from a run span's `harness.usage.*` totals."""
+    text = (f'sub-agents: tokens in={_or_unknown(attrs.get(f"{prefix}.input_tokens"))} '
+            f'out={_or_unknown(attrs.get(f"{prefix}.output_tokens"))}')
+    cost = attrs.get(f'{prefix}.cost')
+    return text + (f' cost=${float(cost):.4f}' if cost is not None else '')
 
 
 def _or_unknown(value: Any) -> str:
@@ -189,9 +204,17 @@ def _callee(span: SpanDict) -> str:
     return str(span.get('name', '')).removeprefix('call ')
 
 
-def _add_children(branch: Tree, node: Node) -> None:
+def _add_children(branch: Tree, node: Node, limit: int | None = PREVIEW_CHARS) -> None:
+    for exception in node.span.get('exceptions') or []:
+        line = f'exception {exception.get("type", "?")}: {exception.get("message", "")}'
+        if limit is None:
+            stack = Text(line + '\n', style='red')
+            stack.append(str(exception.get('stacktrace', '')).rstrip(), style='dim')
+            branch.add(stack)
+        else:
+            branch.add(Text(_line(line, limit) + '  (--full: stack trace)', style='red'))
     for child in node.children:
-        _add_children(branch.add(span_label(child.span)), child)
+        _add_children(branch.add(span_label(child.span, limit)), child, limit)
 
 
 def _parent(node: Node, nodes: Mapping[str, Node]) -> Node | None:
@@ -211,9 +234,10 @@ def _loops(node: Node, nodes: Mapping[str, Node]) -> bool:
     return False
 
 
-def _line(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    """A value on one line of the view: whitespace collapsed, cut to `limit`."""
-    return preview(' '.join(value.split()) if isinstance(value, str) else value, limit, as_text=True)
+def _line(value: Any, limit: int | None = PREVIEW_CHARS) -> str:
+    """A value on one line of the view: whitespace collapsed, cut to `limit` (None: whole)."""
+    value = ' '.join(value.split()) if isinstance(value, str) else value
+    return preview(value, limit if limit is not None else 1 << 60, as_text=True)
 
 
 def _int(value: Any) -> int | None:

@@ -67,6 +67,7 @@ KEPT_ATTRIBUTES: frozenset[str] = frozenset(
         'gen_ai.tool.name',
         'gen_ai.usage.input_tokens',
         'gen_ai.usage.output_tokens',
+        'operation.cost',
     }
 )
 OFF_VALUES = frozenset({'off', '0', 'false', 'no'})
@@ -174,6 +175,7 @@ def span_to_dict(span: ReadableSpan, *, value_limit: int = 500) -> SpanDict:
         'end': end,
         'status': 'error' if failed else 'ok',
         'error': preview(_error_message(span), value_limit, as_text=True) if failed else None,
+        'exceptions': _exceptions(span),
         'attributes': {
             key: _compact(value, value_limit)
             for key, value in attributes.items()
@@ -218,6 +220,7 @@ def _configure(*, service_name: str, console: bool) -> TracingMode:
         return 'user-logfire' if type(provider).__module__.startswith('logfire') else 'user-opentelemetry'
     import logfire
 
+    quiet_signals_without_endpoint()
     send_to_logfire: bool | Literal['if-token-present'] = 'if-token-present'
     if os.environ.get('LOGFIRE_SEND_TO_LOGFIRE', '').strip().lower() in OFF_VALUES:
         send_to_logfire = False
@@ -232,6 +235,32 @@ def _configure(*, service_name: str, console: bool) -> TracingMode:
     install_recorder(trace.get_tracer_provider())
     logfire.instrument_pydantic_ai()
     return 'logfire'
+
+
+def quiet_signals_without_endpoint() -> None:
+    """Send metrics and logs to `OTEL_EXPORTER_OTLP_ENDPOINT` only when asked to.
+
+    logfire exports all three signals to the generic endpoint; most OTLP backends people point it at
+    (Jaeger, Tempo, Zipkin's collector) take traces only and answer the others with 405, which logfire
+    prints after every command. The harness records traces; metrics and logs go to an OTLP backend when
+    their own endpoint (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, `..._LOGS_ENDPOINT`) or exporter
+    (`OTEL_METRICS_EXPORTER=otlp`, `OTEL_LOGS_EXPORTER=otlp`) is set, and to Logfire with a token as usual.
+    """
+    if not os.environ.get('OTEL_EXPORTER_OTLP_ENDPOINT'):
+        return
+    for signal in ('METRICS', 'LOGS'):
+        if not os.environ.get(f'OTEL_EXPORTER_OTLP_{signal}_ENDPOINT'):
+            os.environ.setdefault(f'OTEL_{signal}_EXPORTER', 'none')
+
+
+def exporting() -> str | None:
+    """Where spans leave this process, for the line the CLI prints: `Logfire`, the OTLP endpoint, or None."""
+    if _mode in (None, 'off'):
+        return None
+    endpoint = os.environ.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') or os.environ.get('OTEL_EXPORTER_OTLP_ENDPOINT')
+    if os.environ.get('LOGFIRE_TOKEN') and os.environ.get('LOGFIRE_SEND_TO_LOGFIRE', '').lower() not in OFF_VALUES:
+        return 'Logfire' + (f' and {endpoint}' if endpoint else '')
+    return endpoint
 
 
 def install_recorder(provider: object | None = None) -> None:
@@ -277,6 +306,34 @@ def _run_id_of(attributes: Mapping[str, Any] | None) -> str | None:
         return None
     value = attributes.get(RUN_ID_ATTRIBUTE)
     return str(value) if value is not None and value != '' else None
+
+
+STACKTRACE_CHARS = 8_000
+"""The stored stack trace of one exception is cut to its last this many characters (the frames nearest the raise)."""
+
+
+def _exceptions(span: ReadableSpan) -> list[dict[str, str]]:
+    """The exception events of `span` (type, message, stack trace): what the operator sees of a callee's failure."""
+    found = []
+    for event in span.events:
+        if event.name != 'exception' or not event.attributes:
+            continue
+        stacktrace = str(event.attributes.get('exception.stacktrace', ''))
+        if len(stacktrace) > STACKTRACE_CHARS:
+            stacktrace = '…' + stacktrace[-STACKTRACE_CHARS:]
+        found.append({
+            'type': str(event.attributes.get('exception.type', '')),
+            'message': str(event.attributes.get('exception.message', '')),
+            'stacktrace': stacktrace,
+        })
+    return found
+
+
+def record_exception(exc: BaseException) -> None:
+    """Record `exc` with its stack trace on the current span (a call span: for the operator, never the script)."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.record_exception(exc)
 
 
 def _error_message(span: ReadableSpan) -> str:

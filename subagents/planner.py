@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from .offline import prompt_of
 
@@ -29,7 +30,18 @@ HELP = (
 
 
 def demo_model() -> FunctionModel:
-    return FunctionModel(plan, model_name='demo-planner')
+    return FunctionModel(plan, stream_function=stream_plan, model_name='demo-planner')
+
+
+async def stream_plan(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """`plan`, streamed as a model streams: the answer a few words at a time, a script as one tool call."""
+    for part in plan(messages, info).parts:
+        if isinstance(part, TextPart):
+            words = re.findall(r'\S+\s*|\s+', part.content)
+            for i in range(0, len(words), 4):
+                yield ''.join(words[i:i + 4])
+        elif isinstance(part, ToolCallPart):
+            yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id='script')}
 
 
 def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -125,7 +137,7 @@ def answer(value: Any, shown: int = 20) -> str:
     elif 'findings' in value:
         findings = value['findings']
         lines = [f'Reviewed {value["files"]} file(s); {len(findings)} finding(s); '
-                 f'needs work: {", ".join(value["needs_work"]) or "none"}.']
+                 f'needs work: {", ".join(value["needs_work"]) or "none"}.', '']
         lines += [f'- {f["path"]}:{f["line"]} [{f["severity"]}] {f["message"]}' for f in findings[:shown]]
         if len(findings) > shown:
             lines.append(f'- ... and {len(findings) - shown} more')

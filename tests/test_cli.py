@@ -28,7 +28,7 @@ import pytest
 
 HARNESS = str(Path(sys.executable).with_name('harness'))
 REPO = Path(__file__).resolve().parents[1]
-RUN_LINE = re.compile(r'^run (?P<id>[0-9a-f]{12,}) · (?P<calls>\d+) call\(s\)$', re.MULTILINE)
+RUN_LINE = re.compile(r'^run (?P<id>[0-9a-f]{7,}) · (?P<calls>\d+) call\(s\)$', re.MULTILINE)
 Cli = Callable[..., Any]
 
 GOOD_SCRIPT = """\
@@ -301,9 +301,9 @@ def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_ru
     commands = [['runs'], ['show', run_id], ['trace', run_id], ['trace', run_id, '--mermaid'], ['show', run_id[:12]]]
     runs, show, tree, mermaid, by_prefix = (cli(args, cwd=work, env=env) for args in commands)
     listing = [line.split() for line in ok(runs).splitlines()]
-    assert listing[0][:5] == ['run', 'when', 'status', 'calls', 'duration']
-    row = next(cols for cols in listing if cols[0] == run_id)  # the whole id, even at 80 columns
-    assert 'completed' in row and '2' in row
+    assert listing[0][:6] == ['run', 'when', 'status', 'calls', 'duration', 'cost']
+    row = next(cols for cols in listing if run_id.startswith(cols[0]))  # a short id, whole even at 80 columns
+    assert 7 <= len(row[0]) < len(run_id) and 'completed' in row and '2' in row
 
     out = ok(show)
     assert f'run {run_id}' in out and 'completed' in out
@@ -315,6 +315,7 @@ def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_ru
     assert re.search(r'^\s*2\s+summarizer\s+2\s+ok\s+\S+\s+live', out, re.MULTILINE), out
     value = json.loads(out[out.index('value:') + len('value:'):])
     assert value['files'] == ['bad.py', 'good.py']
+    assert re.search(r'sub-agents: [\d,]+ in / [\d,]+ out tokens', out), out  # the summarizer's tokens
     assert ok(by_prefix) == out  # a unique prefix names the same run
 
     out = ok(tree)
@@ -438,13 +439,15 @@ def terminal() -> Iterator[list[Terminal]]:
 
 
 PROMPT = r'you> '
+TURN_END = r'trace: harness trace [0-9a-f]{7,}\s*\r?\n[\s\S]*?' + PROMPT
+"""The footer's last line, then the prompt again (prompt-toolkit redraws the prompt as keys are typed)."""
 
 
 def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
     tmp_path: Path, terminal: list[Terminal], offline_env: Callable[..., dict[str, str]]
 ) -> None:
     (tmp_path / 'slowmod.py').write_text(SLOW_MODULE)
-    env = offline_env(HARNESS_STORE=str(tmp_path / 'runs.db'))
+    env = offline_env(HARNESS_STORE=str(tmp_path / 'runs.db'), PROMPT_TOOLKIT_NO_CPR='1')
     term = Terminal([HARNESS, 'chat', '--agents', 'slowmod:drafter'], tmp_path, env)
     terminal.append(term)
 
@@ -453,16 +456,17 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
 
     # Turn 1: best of three drafts through the replaced (fast for haiku) drafter.
     term.send(b'write a haiku about tests\r')
-    turn = term.expect(PROMPT, 60)
-    assert re.search(r'orchestrator> draft: write a haiku about tests', turn, re.IGNORECASE), turn
-    first_ids = re.findall(r'run ([0-9a-f]{12,}) · 7 call\(s\)', turn)
+    turn = term.expect(TURN_END, 60)
+    assert 'orchestrator>' in turn and re.search(r'draft: write a haiku about tests', turn, re.IGNORECASE), turn
+    first_ids = re.findall(r'run ([0-9a-f]{7,}) · 7 call\(s\)', turn)
     assert len(first_ids) == 1, turn
 
     # Turn 2: the drafter sleeps; Ctrl-C once the first call has started cancels the workflow.
     term.send(b'write a poem about tests\r')
     term.expect(r'→ #1 drafter', 30)
     term.send(b'\x03')
-    cancelled = term.expect(r'cancelled\s*\r?\n' + PROMPT, 30)
+    cancelled = term.expect(r'cancelled · run ([0-9a-f]{7,}) stopped after \d+ call\(s\); finish its script: '
+                            r'harness resume \1\s*\r?\n[\s\S]*?' + PROMPT, 30)
     assert 'orchestrator>' not in cancelled and 'Traceback' not in cancelled
     assert term.proc.poll() is None  # still running, back at the prompt
     # The sleeping sub-agent was cancelled (it says so in a file as it stops), not left running.
@@ -470,11 +474,11 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
 
     # Turn 3: a question, answered in the same session; its footer lists this turn's run only.
     term.send(b'what is a unit test?\r')
-    turn = term.expect(PROMPT, 60)
+    turn = term.expect(TURN_END, 60)
     assert '→ #1 drafter' in turn and '→ #4 summarizer' in turn
-    assert 'orchestrator> what is a unit test?' in turn
+    assert 'orchestrator>' in turn and 'what is a unit test?' in turn
     footer = re.findall(r'run ([0-9a-f, ]+) · (\d+) call\(s\)', turn)
-    assert len(footer) == 1 and re.fullmatch(r'[0-9a-f]{12,}', footer[0][0]) and footer[0][1] == '4', footer
+    assert len(footer) == 1 and re.fullmatch(r'[0-9a-f]{7,}', footer[0][0]) and footer[0][1] == '4', footer
     assert footer[0][0] != first_ids[0]
 
     # Ctrl-D leaves.
@@ -482,18 +486,27 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
     assert term.proc.wait(timeout=30) == 0
 
 
-def test_chat_passes_the_history_to_the_next_turn(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The chat loop itself (in this process) with a model that reads its history."""
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelRequest,
-        ModelResponse,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
+def scripted(respond: Callable[..., Any]) -> Any:
+    """A FunctionModel from `respond`, streamed as a model streams (the CLI streams every request)."""
+    from pydantic_ai.messages import TextPart, ToolCallPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+
+    async def stream(messages: Any, info: Any) -> Any:
+        for part in respond(messages, info).parts:
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
+                                        tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream, model_name='scripted')
+
+
+def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat loop in this process with a model that reads its history: the history reaches the next turn,
+    the slash commands work, and the conversation is stored and continued by `chat --continue`."""
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo
 
     import harness._cli
     from harness._models import ModelChoice
@@ -517,16 +530,200 @@ def test_chat_passes_the_history_to_the_next_turn(cli: Cli, tmp_path: Path, monk
             code += f'previous = {json.dumps(answers[-1])}\nprevious.split(" / ")[0].upper()'
         return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code})])
 
+    from pydantic_ai.messages import UserPromptPart
+
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(FunctionModel(respond), 'scripted', demo=False)
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
-    out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
-                 input='write a haiku about tests\nnow only its first line, loudly\n'))
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    session = ['write a haiku about tests', '/script', '/runs', '/trace', 'now only its first line, \\', 'loudly',
+               '/retry', '/model nonsense', '/model', '/help', '/nope', '/exit', 'never sent']
+    out = ok(cli(['chat'], cwd=tmp_path, env=env, input='\n'.join(session) + '\n', columns=120))
     assert 'model: scripted' in out
-    assert 'orchestrator> green checks in a row / the suite hums / merge before rain' in out
-    assert 'orchestrator> GREEN CHECKS IN A ROW' in out
+    assert 'green checks in a row / the suite hums / merge before rain' in out
+    assert out.count('GREEN CHECKS IN A ROW') == 2  # the turn, then /retry of it
     assert histories == [
         ['write a haiku about tests'],
-        ['write a haiku about tests', 'now only its first line, loudly'],
+        ['write a haiku about tests', 'now only its first line, \nloudly'],  # a trailing \ continues the line
+        ['write a haiku about tests', 'now only its first line, \nloudly'],  # /retry: the same turn, again
     ]
-    assert [calls for _, calls in RUN_LINE.findall(out)] == ['1', '1']
+    assert [calls for _, calls in RUN_LINE.findall(out)] == ['1', '1', '1']
+    first_run = RUN_LINE.findall(out)[0][0]
+    after_script = out[out.index('you> script · attempt 1'):]
+    assert 'lines = ["green checks in a row"' in after_script  # /script: the last turn's script
+    assert re.search(rf'^\s*{first_run}\s.*completed', out, re.M)  # /runs
+    assert re.search(rf'run_workflow {first_run}\w+', out)  # /trace
+    assert "you> error: unknown model 'nonsense'" in out and 'you> model: scripted' in out
+    assert '/retry' in out and 'unknown command /nope' in out
+    assert 'never sent' not in ''.join(h[-1] for h in histories)
+
+    # The conversation was stored: `chat --continue` picks it up, history and all.
+    out = ok(cli(['chat', '--continue'], cwd=tmp_path, env=env, input='and then?\n', columns=120))
+    assert 'continuing conversation' in out and '3 turn(s)' in out
+    assert histories[-1] == ['write a haiku about tests', 'now only its first line, \nloudly', 'and then?']
+    # `show` names the turn a run belongs to: its prompt, the conversation before it, and the answer.
+    last_run = RUN_LINE.findall(out)[-1][0]
+    shown = ok(cli(['show', last_run], cwd=tmp_path, env=env, columns=120))
+    assert 'you> and then?' in shown and 'you> write a haiku about tests' in shown
+    assert 'orchestrator>' in shown and 'GREEN CHECKS IN A ROW' in shown
+    one_line_error(cli(['chat', 'ffffffff', '--continue'], cwd=tmp_path, env=env), "no conversation 'ffffffff'")
+
+
+# -- the model: one line when it cannot be used --------------------------------------------------------
+
+
+def test_a_model_that_cannot_be_used_is_one_line(cli: Cli, tmp_path: Path) -> None:
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    one_line_error(cli(['ask', 'hi', '--model', 'nonsense'], cwd=tmp_path, env=env),
+                   "unknown model 'nonsense'", '--model openai:gpt-4.1-mini')
+    one_line_error(cli(['ask', 'hi', '--model', 'openai:gpt-4o'], cwd=tmp_path, env=env),
+                   "cannot use model 'openai:gpt-4o'", 'OPENAI_API_KEY')
+    one_line_error(cli(['chat', '--model', 'nonsense'], cwd=tmp_path, env=env), "unknown model 'nonsense'")
+
+
+# -- the command line itself -------------------------------------------------------------------------------
+
+
+def test_help_version_and_a_script_from_stdin(cli: Cli, work: Path, env: dict[str, str]) -> None:
+    short = ok(cli(['-h'], cwd=work, env=env))
+    assert re.search(r'Usage: \S+ \[OPTIONS\] COMMAND', short) and ok(cli(['--help'], cwd=work, env=env)) == short
+    assert re.search(r'Usage: \S+ runs \[OPTIONS\]', ok(cli(['runs', '-h'], cwd=work, env=env)))
+    from importlib.metadata import version
+
+    assert ok(cli(['--version'], cwd=work, env=env)).strip() == f'harness {version("harness")}'
+    data = json.loads(ok(cli(['exec', '-', '--json'], cwd=work, env=env, input=GOOD_SCRIPT)))
+    assert data['value']['files'] == ['bad.py', 'good.py']
+    assert 'ok' in ok(cli(['check', '-'], cwd=work, env=env, input=GOOD_SCRIPT))
+
+
+def test_runs_filters_json_rm_and_short_ids(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / 'good.py').write_text(GOOD_SCRIPT)
+    (tmp_path / 'bad.py').write_text(BAD_SCRIPT)
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    good = json.loads(ok(cli(['exec', 'good.py', '--json'], cwd=tmp_path, env=env)))['run_id']
+    failed(cli(['exec', 'bad.py'], cwd=tmp_path, env=env))
+    listed = json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))
+    assert [r['status'] for r in listed] == ['failed', 'completed']
+    bad = listed[0]['run_id']
+    assert listed[1]['run_id'] == good and listed[1]['calls'] == 2 and listed[1]['usage']['input_tokens'] > 0
+    only_failed = json.loads(ok(cli(['runs', '--json', '--status', 'failed'], cwd=tmp_path, env=env)))
+    assert [r['run_id'] for r in only_failed] == [bad]
+    table = ok(cli(['runs', '--status', 'completed'], cwd=tmp_path, env=env))
+    assert good[:7] in table and bad[:7] not in table
+    one_line_error(cli(['runs', '--status', 'done'], cwd=tmp_path, env=env), "--status 'done'", 'completed')
+    # A short id names one run: 7 characters unless two runs share more (then one more than they share).
+    full = ok(cli(['runs', '--full'], cwd=tmp_path, env=env))
+    assert good in full and bad in full
+    assert ok(cli(['show', good[:7], '--json'], cwd=tmp_path, env=env)) == ok(
+        cli(['show', good, '--json'], cwd=tmp_path, env=env))
+
+    assert f'deleted run {bad}' in ok(cli(['rm', bad[:7]], cwd=tmp_path, env=env))
+    assert [r['run_id'] for r in json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))] == [good]
+    one_line_error(cli(['rm', bad], cwd=tmp_path, env=env), f"no run '{bad}'")
+
+
+def test_show_call_full_and_replay_positions(cli: Cli, work: Path, env: dict[str, str],
+                                             first_run: tuple[str, Any]) -> None:
+    run_id, _ = first_run
+    call = ok(cli(['show', run_id, '--call', '2'], cwd=work, env=env))
+    assert '#2 summarizer' in call and '"task": "Tests keep the code honest."' in call
+    data = json.loads(ok(cli(['show', run_id, '--call', '1', '--json'], cwd=work, env=env)))
+    assert data['callee'] == 'list_files' and data['result'] == ['bad.py', 'good.py']
+    one_line_error(cli(['show', run_id, '--call', '9'], cwd=work, env=env), 'has no call 9', '1 to 2')
+    whole = json.loads(ok(cli(['show', run_id, '--json'], cwd=work, env=env)))
+    assert whole['script'] == GOOD_SCRIPT and [c['seq'] for c in whole['calls']] == [1, 2]
+    spans = json.loads(ok(cli(['trace', run_id, '--json'], cwd=work, env=env)))
+    assert any(s['name'] == f'run_workflow {run_id}' for s in spans)
+    # replay --from K with no snapshot at K lists the K that would work.
+    error = one_line_error(cli(['replay', run_id, '--from', '0'], cwd=work, env=env), 'replay --from K')
+    assert re.search(r'K is one of \d+(, \d+)*', error), error
+
+
+def test_the_store_is_the_projects_from_any_subdirectory(cli: Cli, tmp_path: Path) -> None:
+    project = tmp_path / 'project'
+    deep = project / 'src' / 'pkg'
+    deep.mkdir(parents=True)
+    (project / 'pyproject.toml').write_text('[project]\nname = "p"\n')
+    (project / 'good.py').write_text(GOOD_SCRIPT)
+    ran = json.loads(ok(cli(['exec', 'good.py', '--json'], cwd=project)))
+    assert (project / '.harness' / 'runs.db').is_file()
+    listed = json.loads(ok(cli(['runs', '--json'], cwd=deep)))  # not a new, empty store under src/pkg
+    assert [r['run_id'] for r in listed] == [ran['run_id']]
+    assert not (deep / '.harness').exists()
+    # [tool.harness] store, relative to the pyproject.toml that names it.
+    (project / 'pyproject.toml').write_text('[project]\nname = "p"\n\n[tool.harness]\nstore = "var/runs.db"\n')
+    ok(cli(['exec', str(project / 'good.py'), '--json'], cwd=deep))
+    assert (project / 'var' / 'runs.db').is_file()
+    assert len(json.loads(ok(cli(['runs', '--json'], cwd=deep)))) == 1
+
+
+# -- a run cancelled from another process ------------------------------------------------------------------
+
+BLOCKING_MODULE = '''\
+import asyncio
+from pathlib import Path
+
+
+async def wait_forever(*, what: str) -> str:
+    """Waits until cancelled."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        Path("cancelled.txt").write_text(what)
+        raise
+    return what
+'''
+
+
+def test_cancel_stops_a_run_in_another_process(cli: Cli, tmp_path: Path, spawn: Callable[..., Any],
+                                               offline_env: Callable[..., dict[str, str]]) -> None:
+    (tmp_path / 'blocking.py').write_text(BLOCKING_MODULE)
+    (tmp_path / 'flow.py').write_text('a = await list_files(pattern="*.py")\nawait wait_forever(what="x")\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    child = spawn([HARNESS, 'exec', 'flow.py', '--agents', 'blocking:wait_forever'], cwd=tmp_path,
+                  env=offline_env(**env))
+    child.expect('  → #2 wait_forever')
+    [running] = json.loads(ok(cli(['runs', '--json', '--status', 'running'], cwd=tmp_path, env=env)))
+    out = ok(cli(['cancel', running['run_id'][:7]], cwd=tmp_path, env=env))
+    assert f'cancelled run {running["run_id"]}: it is interrupted' in out
+    assert child.wait() == 130
+    stderr = ''.join(child.stderr)
+    assert 'Traceback' not in stderr and f'harness resume {running["run_id"]}' in stderr, child.describe()
+    assert (tmp_path / 'cancelled.txt').read_text() == 'x'  # the call itself was cancelled, not left running
+    one_line_error(cli(['cancel', running['run_id']], cwd=tmp_path, env=env), 'is not running')
+
+
+# -- streamed Markdown on a real terminal -----------------------------------------------------------------
+
+
+def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Terminal],
+                                            offline_env: Callable[..., dict[str, str]]) -> None:
+    """`harness ask` on a pseudo-terminal against an OpenAI-compatible server that holds back: the spinner
+    shows while the model has said nothing, the first Markdown lines render before the rest of the answer
+    exists, then the rest (the server sends each part only once the terminal showed the previous one)."""
+    import threading
+
+    from fake_openai import FakeOpenAI, Turn
+
+    started, first_seen = threading.Event(), threading.Event()
+    script = 'files = await list_files(pattern="*.md")\nlen(files)\n'
+    answer = ['# Findings\n\n', '- **first** point\n', '- second point with `code`\n']
+    fake = FakeOpenAI([Turn(script=script, gates={0: started}), Turn(chunks=answer, gates={2: first_seen})])
+    env = offline_env(HARNESS_STORE=str(tmp_path / 'runs.db'), HARNESS_BASE_URL=fake.base_url,
+                      HARNESS_MODEL='fake-model')
+    try:
+        term = Terminal([HARNESS, 'ask', 'summarise the notes'], tmp_path, env)
+        terminal.append(term)
+        term.expect(r'thinking…', 60)  # the spinner, while the server holds the first response back
+        started.set()
+        shown = term.expect(r'• first point', 60)  # rendered Markdown: a bullet, bold without its stars
+        assert 'script · attempt 1' in shown and 'files = await list_files(pattern="*.md")' in shown
+        assert '→ #1 list_files' in shown and '# Findings' in shown
+        assert 'second point' not in shown and '**' not in shown
+        first_seen.set()
+        rest = term.expect(r'trace: harness trace [0-9a-f]{7,}', 60)
+        assert '• second point with code' in rest
+        assert term.proc.wait(timeout=30) == 0
+    finally:
+        fake.close()
+    assert [r['stream'] for r in fake.requests] == [True, True]

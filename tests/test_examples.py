@@ -77,7 +77,7 @@ def test_support_desk_refunds_only_eligible_tickets_within_limits(outputs: dict[
     lines = out.splitlines()
 
     def started(callee: str, ticket: str) -> list[int]:
-        call = f'{callee}("ticket_id":"{ticket}"'
+        call = f"{callee}(ticket_id='{ticket}'"
         return [i for i, line in enumerate(lines) if call in line and '→' in line]
 
     for ticket in ('T-1001', 'T-1002'):

@@ -81,6 +81,7 @@ class Span:
     end: float
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 def tree_of(spans: list[Span], root: Span) -> Tree:
@@ -167,6 +168,7 @@ class Receiver:
                             end=s.end_time_unix_nano / 1e9,
                             attributes=attributes,
                             resource=resource,
+                            events=[(e.name, {a.key: plain(a.value) for a in e.attributes}) for e in s.events],
                         ))
         with self.lock:
             self.paths.append(path)

@@ -1,0 +1,247 @@
+"""Waiting: approvals as durable pauses, and the join helpers `first_of`, `quorum` and `within`.
+
+Real Monty, a real SQLite file, and real processes killed with SIGKILL where a crash is the point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from harness import Harness, Pending, WorkflowError
+from harness._store import RunStore
+
+WORKER = Path(__file__).with_name('waiting_worker.py')
+sys.path.insert(0, str(WORKER.parent))
+from waiting_worker import build  # noqa: E402
+
+
+def start_worker(kind: str, store: Path, markers: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, str(WORKER), kind, str(store), str(markers)],
+                            env={**os.environ, 'PYTHONUNBUFFERED': '1'}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    assert line and line[0] == 'ready', proc.stderr.read() if proc.stderr else ''
+    return proc, line[1]
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.mark.parametrize('decision', ['approve', 'reject'])
+def test_a_run_waits_survives_sigkill_and_a_new_process_decides(tmp_path: Path, decision: str) -> None:
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    proc, run_id = start_worker('approval', store, markers)
+    kill(proc)  # killed while the run waits: it holds nothing but its rows in the store
+    with build(str(store), markers, hang=False) as h:
+        assert h.store is not None and h.store.get_run(run_id).status == 'waiting'  # type: ignore[union-attr]
+        (waiting,) = h.pending()
+        assert waiting == Pending(2, 'send_email', {'to': 'ann', 'body': 'hello ann'}, run_id)
+        if decision == 'approve':
+            assert h.approve(run_id, 2, by='dana') == [2]
+        else:
+            h.reject(run_id, 2, reason='ann unsubscribed', by='dana')
+        result = h.resume_sync(run_id)
+    assert result.status == 'completed'
+    assert (markers / 'drafts').read_text() == 'ann\n'  # the draft before the pause did not run again
+    if decision == 'approve':
+        assert result.value == 'sent to ann'
+        assert (markers / 'sent').read_text() == 'ann:hello ann\n'  # exactly once, with the value flowing on
+    else:
+        assert result.value == 'not sent: send_email was rejected by dana: ann unsubscribed'
+        assert not (markers / 'sent').exists()
+    with RunStore(store) as db:
+        spans = db.spans(run_id)
+    (approval,) = [s for s in spans if s['name'] == 'approval send_email']
+    attributes = approval['attributes']
+    assert attributes['harness.decided_by'] == 'dana'
+    assert attributes['harness.decision'] == ('approved' if decision == 'approve' else 'rejected')
+    assert attributes['harness.decided_at'] > 0
+
+
+def test_gated_calls_in_one_gather_wait_together_and_are_decided_one_by_one(make_harness: Any) -> None:
+    h = make_harness()
+    sent: list[str] = []
+
+    @h.tool(approval=True, side_effect=True)
+    async def send(*, to: str) -> str:
+        sent.append(to)
+        return f'sent {to}'
+
+    script = (
+        'import asyncio\n'
+        'r = await settle_all(send(to="a"), send(to="b"))\n'
+        '[x.get("value", x.get("error")) for x in r]'
+    )
+    first = h.run_sync(script)
+    assert first.status == 'waiting' and [p.seq for p in first.waiting] == [1, 2]
+    h.approve(first.run_id, 1)
+    second = h.resume_sync(first.run_id)
+    assert second.status == 'waiting' and [p.seq for p in second.waiting] == [2] and sent == ['a']
+    h.reject(first.run_id, 2, reason='no')
+    done = h.resume_sync(first.run_id)
+    assert done.value == ['sent a', 'send was rejected by ' + done.calls[1].error.split('rejected by ')[1]]
+    assert sent == ['a']
+    with pytest.raises(WorkflowError, match='is not waiting for approval'):
+        h.approve(first.run_id, 2)
+
+
+def test_the_orchestrator_defers_as_pydantic_ai_does_and_continues_from_the_snapshot(make_harness: Any) -> None:
+    h = make_harness()
+    calls: list[str] = []
+
+    @h.tool
+    async def draft(*, to: str) -> str:
+        calls.append('draft')
+        return f'hello {to}'
+
+    @h.tool(side_effect=True, approval=True)
+    async def send_email(*, to: str, body: str) -> str:
+        calls.append('send')
+        return f'sent to {to}'
+
+    script = 'b = await draft(to="ann")\nawait send_email(to="ann", body=b)'
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                return ModelResponse(parts=[TextPart(f'done: {part.content}')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
+
+    agent = h.orchestrator(FunctionModel(model))
+    first = agent.run_sync('email ann')
+    assert isinstance(first.output, DeferredToolRequests)
+    (call,) = first.output.approvals
+    metadata = first.output.metadata[call.tool_call_id]
+    assert metadata['waiting'] == [{'seq': 2, 'callee': 'send_email', 'arguments': {'to': 'ann', 'body': 'hello ann'}}]
+    assert calls == ['draft']
+    results = DeferredToolResults(approvals={call.tool_call_id: True})
+    second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert second.output == 'done: sent to ann'
+    assert calls == ['draft', 'send']  # the draft was not made again: the run went on from its snapshot
+
+
+async def test_a_hundred_waiting_runs_hold_no_worker(make_harness: Any) -> None:
+    h = make_harness(max_workers=2)  # a waiting run that kept its worker would block the third run forever
+    done: list[int] = []
+
+    @h.tool(approval=True)
+    async def act(*, i: int) -> int:
+        done.append(i)
+        return i
+
+    results = await asyncio.gather(*[h.run(f'await act(i={i})') for i in range(100)])
+    assert {r.status for r in results} == {'waiting'} and done == []
+    for result in results:
+        h.approve(result.run_id)
+    resumed = await asyncio.gather(*[h.resume(r.run_id) for r in results])
+    assert sorted(r.value for r in resumed) == list(range(100)) and sorted(done) == list(range(100))
+
+
+# -- join helpers ----------------------------------------------------------------------------------
+
+
+def racing(h: Harness, finished: list[str], cancelled: list[str]) -> None:
+    """Three sub-agents: `fast` answers at once, `mid` once `fast` has (a moment later), `slow` never (until
+    cancelled)."""
+
+    def make(name: str) -> None:
+        async def agent(*, q: str) -> str:
+            try:
+                if name == 'mid':
+                    while 'fast' not in finished:  # after fast, whatever the scheduling
+                        await asyncio.sleep(0)
+                elif name == 'slow':
+                    await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+            finished.append(name)
+            return f'{name}:{q}'
+
+        agent.__name__ = name
+        h.subagent(agent)
+
+    for name in ('slow', 'fast', 'mid'):
+        make(name)
+
+
+def test_first_of_takes_the_fastest_cancels_the_rest_and_replays_to_the_same_value(make_harness: Any) -> None:
+    h = make_harness()
+    finished: list[str] = []
+    cancelled: list[str] = []
+    racing(h, finished, cancelled)
+    for i in range(20):
+        finished.clear()
+        cancelled.clear()
+        result = h.run_sync(f'await first_of(slow(q="{i}"), fast(q="{i}"))')
+        assert result.value == f'fast:{i}'
+        assert finished == ['fast'] and cancelled == ['slow']  # its run really stopped
+        statuses = {c.callee: c.status for c in result.calls}
+        assert statuses == {'slow': 'lost', 'fast': 'ok', 'join:race': 'ok', 'join:won': 'ok'}
+        finished.clear()
+        replayed = h.replay_sync(result.run_id)
+        assert replayed.value == f'fast:{i}' and finished == []  # zero calls
+        assert {c.source for c in replayed.calls} == {'replayed'}
+
+
+def test_quorum_takes_the_first_k_in_completion_order(make_harness: Any) -> None:
+    h = make_harness()
+    finished: list[str] = []
+    cancelled: list[str] = []
+    racing(h, finished, cancelled)
+    for _ in range(5):
+        finished.clear()
+        cancelled.clear()
+        result = h.run_sync('await quorum(2, slow(q="x"), mid(q="x"), fast(q="x"))')
+        assert result.value == ['fast:x', 'mid:x'] and cancelled == ['slow']
+        finished.clear()
+        assert h.replay_sync(result.run_id).value == ['fast:x', 'mid:x'] and finished == []
+    with pytest.raises(WorkflowError, match=r'quorum: 2 of 2 calls succeeded, 3 needed'):
+        h.run_sync('await quorum(3, fast(q="z"), mid(q="z"))')
+
+
+def test_within_times_out_cancels_and_replays(make_harness: Any) -> None:
+    h = make_harness()
+    finished: list[str] = []
+    cancelled: list[str] = []
+    racing(h, finished, cancelled)
+    script = 'try:\n    v = await within(0.05, slow(q="x"))\nexcept TimeoutError as e:\n    v = "timeout"\nv'
+    result = h.run_sync(script)
+    assert result.value == 'timeout' and cancelled == ['slow']
+    assert {c.callee: c.status for c in result.calls}['slow'] == 'timed_out'
+    assert h.replay_sync(result.run_id).value == 'timeout'
+    assert h.run_sync('await within(30, fast(q="y"))').value == 'fast:y'
+
+
+def test_a_within_deadline_that_passed_while_the_process_was_down_times_out_on_resume(tmp_path: Path) -> None:
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    proc, run_id = start_worker('deadline', store, markers)
+    kill(proc)  # killed while `slow` runs inside `within(1.0, ...)`
+    with RunStore(store) as db:
+        (deadline,) = [c for c in db.calls(run_id) if c.callee == 'join:deadline']
+    due = float(deadline.result)  # type: ignore[arg-type]
+    while time.time() <= due:  # the deadline is journaled; wait until it has passed (a condition, not a guess)
+        time.sleep(0.05)
+    with build(str(store), markers, hang=False) as h:
+        result = h.resume_sync(run_id)
+    assert result.value.startswith('timed out: within(1): the call did not finish in time')
+    assert (markers / 'slow').read_text() == 'x\n'  # not started again after the resume
+    assert json.loads(json.dumps([c.status for c in result.calls])) == ['timed_out', 'ok']
