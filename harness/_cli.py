@@ -171,10 +171,14 @@ def exec_(
     finally:
         h.close()
     if as_json:
-        print(json.dumps({'run_id': result.run_id, 'value': result.value, 'printed': result.printed}, default=str))
+        print(json.dumps({'run_id': result.run_id, 'status': result.status, 'value': result.value,
+                          'printed': result.printed, 'waiting': [p.__dict__ for p in result.waiting]}, default=str))
         return
     if result.printed:
         console.print(escape(result.printed), end='')
+    if result.status == 'waiting':
+        show_waiting(result)
+        return
     console.print_json(json.dumps(result.value, default=str))
     if result.note:
         console.print(f'[yellow]note:[/yellow] {escape(result.note)}')
@@ -517,8 +521,22 @@ def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str, *, r
         raise interrupted(exc) from None
     finally:
         h.close()
+    if result.status == 'waiting':
+        show_waiting(result)
+        return
     console.print_json(json.dumps(result.value, default=str))
     console.print(f'[dim]{what} run {result.run_id} · {len(result.calls)} call(s)[/dim]')
+
+
+def show_waiting(result: WorkflowResult) -> None:
+    """A run that stopped for approvals: what it waits on, and how to go on."""
+    from ._records import preview
+
+    console.print(f'[magenta]run {result.run_id} waits for approval of:[/magenta]')
+    for p in result.waiting:
+        console.print(f'  #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
+    console.print(f'[dim]decide with: harness approve {result.run_id} [SEQ] | harness reject {result.run_id} SEQ '
+                  f'--reason TEXT; then: harness resume {result.run_id}[/dim]')
 
 
 @app.command()
@@ -613,6 +631,76 @@ def diff(
     for change in found:
         console.print(f'- {escape(str(change))}')
     raise typer.Exit(1)
+
+
+@app.command()
+def pending(
+    run_id: Annotated[str | None, typer.Argument(help='Only this run (an id or a unique prefix).')] = None,
+    as_json: Annotated[bool, typer.Option('--json', help='Print them as JSON.')] = False,
+    store: StoreOpt = None,
+) -> None:
+    """The calls that wait for a person's approval, in every waiting run (or one)."""
+    from ._durable import require_run
+    from ._records import preview
+
+    with open_store(store) as db:
+        try:
+            runs_ = [require_run(db, run_id).run_id] if run_id else db.waiting_runs()
+        except WorkflowError as exc:
+            raise fail(exc.message) from None
+        found = []
+        for rid in runs_:
+            decided = db.decisions(rid)
+            found += [(rid, c) for c in db.calls(rid) if c.status == 'waiting' and c.seq not in decided]
+    if as_json:
+        print(json.dumps([{'run_id': rid, 'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments}
+                          for rid, c in found]))
+        return
+    if not found:
+        console.print('[dim]nothing waits for approval[/dim]')
+        return
+    for rid, call in found:
+        arguments = preview(call.arguments, 200)
+        console.print(f'run {rid} #{call.seq} [bold]{call.callee}[/bold]({escape(arguments)})')
+    console.print('[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
+                  'then: harness resume RUN[/dim]')
+
+
+def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: str | None) -> None:
+    from ._engine import Harness
+
+    h = Harness(store=require_store(store))  # deciding needs the store, not the catalog
+    try:
+        seqs = act(h)
+    except WorkflowError as exc:
+        raise fail(exc.message) from None
+    finally:
+        h.close()
+    console.print(f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
+                  f'continue it with: harness resume {escape(run_id)}')
+
+
+@app.command()
+def approve(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    seq: Annotated[int | None, typer.Argument(help='The call to approve (default: every waiting call).')] = None,
+    by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Approve a waiting call (any process, any time later); `harness resume RUN` then runs it."""
+    decide(run_id, lambda h: h.approve(run_id, seq, by=by), 'approved', store)
+
+
+@app.command()
+def reject(
+    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    seq: Annotated[int, typer.Argument(help='The call to reject.')],
+    reason: Annotated[str, typer.Option('--reason', help='Why: the script gets it as PermissionError.')],
+    by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Reject a waiting call: when the run resumes, the script gets PermissionError(REASON) there."""
+    decide(run_id, lambda h: h.reject(run_id, seq, reason=reason, by=by), 'rejected', store)
 
 
 def one_line(exc: BaseException) -> str:

@@ -245,3 +245,35 @@ def test_a_within_deadline_that_passed_while_the_process_was_down_times_out_on_r
     assert result.value.startswith('timed out: within(1): the call did not finish in time')
     assert (markers / 'slow').read_text() == 'x\n'  # not started again after the resume
     assert json.loads(json.dumps([c.status for c in result.calls])) == ['timed_out', 'ok']
+
+
+def test_cli_pending_approve_reject_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from harness._cli import app
+
+    (tmp_path / 'mailer.py').write_text(
+        'from harness import Harness\nh = Harness()\n\n@h.tool(side_effect=True, approval=True)\n'
+        'async def send(*, to: str) -> str:\n    return "sent " + to\n'
+    )
+    (tmp_path / 'mail.py').write_text(
+        'r = await settle_all(send(to="ann"), send(to="bob"))\n[x.get("value", x.get("error")) for x in r]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store = str(tmp_path / 'runs.db')
+    runner = CliRunner()
+    ran = runner.invoke(app, ['exec', 'mail.py', '--json', '--store', store, '--agents', 'mailer:h'])
+    run_id = json.loads(ran.output.strip().splitlines()[-1])['run_id']
+    listed = json.loads(runner.invoke(app, ['pending', '--json', '--store', store]).output)
+    assert [(p['run_id'], p['seq'], p['arguments']['to']) for p in listed] == [(run_id, 1, 'ann'), (run_id, 2, 'bob')]
+    approved = runner.invoke(app, ['approve', run_id, '1', '--by', 'dana', '--store', store])
+    assert approved.exit_code == 0 and 'approved call(s) #1' in approved.output
+    rejected = runner.invoke(app, ['reject', run_id, '2', '--reason', 'bob left', '--by', 'dana', '--store', store])
+    assert rejected.exit_code == 0 and 'rejected call(s) #2' in rejected.output
+    again = runner.invoke(app, ['approve', run_id, '2', '--store', store])
+    assert again.exit_code == 1 and 'is not waiting for approval' in again.output and 'Traceback' not in again.output
+    resumed = runner.invoke(app, ['resume', run_id, '--store', store, '--agents', 'mailer:h'])
+    assert resumed.exit_code == 0, resumed.output
+    assert 'sent ann' in resumed.output and 'send was rejected by dana: bob left' in resumed.output
+    assert 'nothing waits for approval' in runner.invoke(app, ['pending', '--store', store]).output
