@@ -123,7 +123,7 @@ def kill_tree(pid: int) -> None:
 
 # -- the driver ------------------------------------------------------------------------------------
 
-BENCHES = ('durable', 'tracing', 'idea', 'control')
+BENCHES = ('durable', 'tracing', 'idea', 'control', 'cold')
 
 
 def main() -> int:

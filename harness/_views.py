@@ -33,8 +33,13 @@ def status_text(status: str) -> str:
     return f'[{style}]{status}[/{style}]' if style else status
 
 
-def when(created: float) -> str:
-    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(created))
+def when(created: float, *, short: bool = False) -> str:
+    """The local time; `short`: only the time for today's runs, only the date and minute for older ones."""
+    moment = time.localtime(created)
+    if not short:
+        return time.strftime('%Y-%m-%d %H:%M:%S', moment)
+    same_day = time.strftime('%Y-%m-%d', moment) == time.strftime('%Y-%m-%d')
+    return time.strftime('%H:%M:%S' if same_day else '%Y-%m-%d %H:%M', moment)
 
 
 def first_line(run: RunRow) -> str:
@@ -59,12 +64,15 @@ def runs_json(rows: Sequence[RunRow], usage: dict[str, dict[str, Any]]) -> list[
 
 def runs_table(rows: Sequence[RunRow], short: dict[str, str], usage: dict[str, dict[str, Any]], *,
                full: bool = False) -> RenderableType:
+    """The listing: one row per run at any width; `full`: one block per run, whole ids and prompts."""
     if not rows:
         return Text('no runs yet', style='dim')
+    if full:
+        return runs_blocks(rows, usage)
     # expand + ratio: the prompt column gives way first, so run ids stay whole at 80 columns (and in pipes)
     table = Table(box=None, header_style='bold', expand=True)
-    for column in ('run', 'when', 'status', 'calls', 'duration', 'cost'):
-        table.add_column(column, no_wrap=True, justify='right' if column in ('calls', 'cost') else 'left')
+    for column in ('run', 'when', 'status', 'calls', 'duration', 'tokens', 'cost'):
+        table.add_column(column, no_wrap=True, justify='right' if column in ('calls', 'tokens', 'cost') else 'left')
     table.add_column('prompt / script', overflow='fold' if full else 'ellipsis', no_wrap=not full, ratio=1)
     for row in rows:
         lineage = ''
@@ -72,17 +80,44 @@ def runs_table(rows: Sequence[RunRow], short: dict[str, str], usage: dict[str, d
             lineage = f' [dim](fork of {short.get(row.parent_run_id, row.parent_run_id[:10])} at #{row.fork_at})[/dim]'
         totals = usage.get(row.run_id)
         cost = format_cost(totals.get('cost'), totals.get('unpriced', 0)) if totals else ''
+        tokens = compact((totals.get('input_tokens') or 0) + (totals.get('output_tokens') or 0)) if totals else ''
         text = (row.prompt or row.script).strip() if full else first_line(row)[:80]
         table.add_row(
             short.get(row.run_id, row.run_id) if not full else row.run_id,
-            when(row.created),
+            when(row.created, short=not full),
             status_text(row.status),
             str(row.calls_count),
             f'{row.duration:.2f}s' if row.duration is not None else '',
+            tokens,
             cost,
             escape(text) + lineage,
         )
     return table
+
+
+def runs_blocks(rows: Sequence[RunRow], usage: dict[str, dict[str, Any]]) -> RenderableType:
+    blocks: list[RenderableType] = []
+    for row in rows:
+        facts = [status_text(row.status), when(row.created), f'{row.calls_count} call(s)']
+        if row.duration is not None:
+            facts.append(f'{row.duration:.2f}s')
+        if row.run_id in usage:
+            facts.append(Totals.from_json(usage[row.run_id]).text())
+        if row.parent_run_id:
+            facts.append(f'fork of {row.parent_run_id} at #{row.fork_at}')
+        blocks.append(Text.from_markup(f'[bold]{row.run_id}[/bold]  ' + '  '.join(facts)))
+        text = (row.prompt or row.script).rstrip()
+        blocks.append(Text('\n'.join('    ' + line for line in text.splitlines()), style='dim'))
+    return Group(*blocks)
+
+
+def compact(n: int) -> str:
+    """`950`, `1.2k`, `3.4M`: a token count in a narrow column."""
+    if n < 1_000:
+        return str(n)
+    if n < 1_000_000:
+        return f'{n / 1_000:.1f}k'
+    return f'{n / 1_000_000:.1f}M'
 
 
 # -- show ------------------------------------------------------------------------------------------
@@ -234,6 +269,3 @@ def footer_lines(db: RunStore | None, run_ids: Sequence[str], rows: Sequence[Run
         lines.append(f'[dim]{escape(" · ".join(costs))}[/dim]')
     return lines
 
-
-def group(*items: RenderableType) -> Group:
-    return Group(*items)

@@ -301,7 +301,7 @@ def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_ru
     commands = [['runs'], ['show', run_id], ['trace', run_id], ['trace', run_id, '--mermaid'], ['show', run_id[:12]]]
     runs, show, tree, mermaid, by_prefix = (cli(args, cwd=work, env=env) for args in commands)
     listing = [line.split() for line in ok(runs).splitlines()]
-    assert listing[0][:6] == ['run', 'when', 'status', 'calls', 'duration', 'cost']
+    assert listing[0][:7] == ['run', 'when', 'status', 'calls', 'duration', 'tokens', 'cost']
     row = next(cols for cols in listing if run_id.startswith(cols[0]))  # a short id, whole even at 80 columns
     assert 7 <= len(row[0]) < len(run_id) and 'completed' in row and '2' in row
 
@@ -727,3 +727,44 @@ def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Termi
     finally:
         fake.close()
     assert [r['stream'] for r in fake.requests] == [True, True]
+
+
+def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_turn(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three attempts in one turn: a script that fails at run time after one call, one that fails the type
+    check (nothing runs), one that works. Each is shown and labelled, each failure says what the model is
+    told, the calls are numbered across the turn, and the footer names all three runs."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    scripts = [
+        'files = await list_files(pattern="*.txt")\nraise ValueError("boom")\n',
+        BAD_SCRIPT,
+        'files = await list_files(pattern="*.md")\ntext = await read_file(path=files[0])\n[files, text]\n',
+    ]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = sum(1 for m in messages for p in m.parts if p.part_kind in ('tool-return', 'retry-prompt'))
+        if returned < len(scripts):
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': scripts[returned]})])
+        return ModelResponse(parts=[TextPart('third time lucky')])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'notes.md').write_text('# notes\n')
+    out = ok(cli(['ask', 'try hard'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=120))
+    first, second, third = (out.index(f'script · attempt {n}') for n in (1, 2, 3))
+    assert first < out.index('→ #1 list_files') < out.index('✗ attempt 1 failed') < second
+    assert 'ValueError' in out[first:second]
+    assert 'error[invalid-argument-type]' in out[out.index('✗ attempt 2 failed'):third]
+    assert '→ #' not in out[second:third]  # the check failed: nothing ran
+    assert '→ #2 list_files' in out and '→ #3 read_file' in out and '✓ attempt 3 returned' in out
+    assert 'third time lucky' in out
+    footer = re.search(r'^run (\w+) \(failed\), (\w+) \(failed\), (\w+) · 3 call\(s\)$', out, re.M)  # failed check too
+    assert footer, out
+    assert f'trace: harness trace {footer[3]}' in out
