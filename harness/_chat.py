@@ -17,11 +17,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
-from rich.text import Text
 
 from ._live import LiveCalls, cut
-from ._markdown import Answer
 from ._records import new_run_id
 from ._store import Conversation, RunRow, RunStore, StoreError, Turn
 from ._turn import TurnOutcome, TurnView, run_turn
@@ -351,11 +348,3 @@ def trace_destination(trace_id: str | None) -> str | None:
     link = f' · {template.format(trace_id=trace_id)}' if template and '{trace_id}' in template else ''
     return f'trace {trace_id} sent to {where}{link}'
 
-
-def show_script(console: Console, code: str) -> None:
-    console.print(Syntax(code, 'python', theme='ansi_dark', line_numbers=True))
-
-
-def print_answer(console: Console, text: str) -> None:
-    console.print(Text('orchestrator>', style='bold green'))
-    console.print(Answer(text))

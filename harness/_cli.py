@@ -224,8 +224,11 @@ def audit(
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """For the current catalog: what is irreversible, what guards each callee and where, the bounds,
-    and what a crash at any point would do."""
+    """The catalog's audit: what is irreversible, what guards each callee, the bounds, what a crash does.
+
+    For each callee: whether it has side effects, which rules guard it and where they are enforced; the
+    length and shape bounds; and what a crash at any point of a run would do.
+    """
     from ._audit import audit as audit_catalog
 
     h, _ = build_or_exit(store, agents, root)
@@ -293,8 +296,10 @@ def chat(
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """An interactive chat with the orchestrator, kept in the run store (/help for its commands;
-    Ctrl-C cancels the current turn; Ctrl-D exits)."""
+    """An interactive chat with the orchestrator, kept in the run store.
+
+    /help lists its commands; Ctrl-C cancels the current turn, Ctrl-D exits.
+    """
     session = start_session(store, agents, root, model)
     try:
         if resume_last or conversation:
@@ -381,8 +386,11 @@ def show(
     full: FullOpt = False,
     store: StoreOpt = None,
 ) -> None:
-    """One run: the turn it belongs to (prompt, answer, conversation), its script, its calls (a failed
-    call's real exception too), its value and its token and cost totals."""
+    """One run: its turn, script, calls, value and token and cost totals.
+
+    The turn is the orchestrator's prompt and answer (and the conversation before it); a failed call shows
+    the exception the callee really raised.
+    """
     from ._views import call_json, exceptions_by_seq, show_call, show_json, show_run
 
     with open_store(store) as db:
@@ -456,7 +464,7 @@ def rm(
     force: Annotated[bool, typer.Option('--force', '-f', help='Delete a run even if it is still running.')] = False,
     store: StoreOpt = None,
 ) -> None:
-    """Delete runs: each with its journal, snapshots, spans and totals (runs forked from it stay)."""
+    """Delete runs, each with its journal, snapshots, spans and totals (runs forked from it stay)."""
     with open_store(store) as db:
         found = [find_run(db, run_id) for run_id in run_ids]
         for run in found:
@@ -473,8 +481,10 @@ def cancel(
     wait: Annotated[float, typer.Option('--wait', help='Seconds to wait for the run to stop.')] = 10.0,
     store: StoreOpt = None,
 ) -> None:
-    """Cancel a run that another process is running: it stops at its next pause, ends `interrupted`,
-    and can be resumed (`harness resume RUN`)."""
+    """Cancel a run that another process is running.
+
+    It stops at its next pause, ends `interrupted`, and can be resumed (`harness resume RUN`).
+    """
     import time
 
     with open_store(store) as db:

@@ -281,12 +281,12 @@ class Dispatcher:
             value = produce()
             record.result = encode(value)
         self.add_record(record)
-        self.journal.calls([record])
+        self.journal.add([record])  # written before the sandbox sees the value (the loop writes first)
         return {'return_value': value}
 
     # -- the journal and the asynchronous half ----------------------------------------------------
 
-    def launch(self, snapshot: Snapshot | None = None) -> int:
+    async def launch(self, snapshot: Snapshot | None = None) -> int:
         """Journal the staged calls (and answered ones), with a snapshot of the paused interpreter
         when there were any, then start the staged calls. Returns how many calls were new."""
         staged, self.staged = self.staged, []
@@ -298,7 +298,8 @@ class Dispatcher:
             raise ReplayDivergence(
                 f'call #{first.seq} {first.callee} never ran in the recorded run, but the replay needs its result.'
             )
-        self.journal.calls([*answered_now, *(s.record for s in staged)], snapshot=snapshot)
+        self.journal.add([*answered_now, *(s.record for s in staged)])
+        await self.journal.write(snapshot=snapshot)
         for item in staged:
             self.emit('started', item.record)
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
@@ -306,15 +307,17 @@ class Dispatcher:
             self.running[item.record.seq] = (task, item.callee)
         return len(staged) + len(answered_now)
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         """Journal the calls answered without running that are not journaled yet."""
         answered_now, self.answered = self.answered, []
-        self.journal.calls(answered_now)
+        self.journal.add(answered_now)
+        await self.journal.write()
 
-    def settle(self, seqs: list[int]) -> None:
+    async def settle(self, seqs: list[int]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
         finished = [self.calls[seq - 1] for seq in sorted(seqs) if self.running.pop(seq, None) is not None]
-        self.journal.calls(finished)
+        self.journal.add(finished)
+        await self.journal.write()
         for record in finished:
             if record.status == 'ok':
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
@@ -340,8 +343,9 @@ class Dispatcher:
             elif record.status == 'cancelled':
                 self.emit('failed', record)
         ended = [self.calls[seq - 1] for seq, _ in running]
-        self.journal.calls([*self.answered, *(item.record for item in skipped), *ended])
+        self.journal.add([*self.answered, *(item.record for item in skipped), *ended])
         self.answered = []
+        await self.journal.write()
 
     def drop(self, seq: int, status: CallStatus, error: BaseException) -> None:
         """A join no longer needs this call (`lost`), or its deadline passed (`timed_out`): the script
@@ -364,7 +368,7 @@ class Dispatcher:
         if future is not None and not future.done():
             future.set_result({'exception': error})
         self.emit('failed', record)
-        self.journal.calls([record])
+        self.journal.add([record])  # written before the sandbox sees the exception (the loop writes first)
 
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
@@ -394,7 +398,7 @@ class Dispatcher:
                 return self.fail(record, started, TypeError(callee.wrong_return(exc)))
             except NotPlainData as exc:
                 return self.fail(record, started, RuntimeError(
-                    f'{callee.name} returned a value of type {exc.type_name}, which cannot cross into the sandbox'
+                    f'{callee.name} returned {exc.type_name}, which cannot cross into the sandbox as plain data'
                 ))
             except Exception as exc:
                 record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)

@@ -11,7 +11,7 @@ import dataclasses
 import getpass
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests
@@ -27,7 +27,7 @@ from ._check import MAX_CHECKERS, Checker, CheckReport
 from ._context import RunScope
 from ._dispatch import Dispatcher
 from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store
-from ._errors import WorkflowError
+from ._errors import WorkflowError, WorkflowTypeError
 from ._grants import HostGrants
 from ._history import History
 from ._journal import Journal
@@ -42,7 +42,7 @@ from ._store import Decision, RunRow, RunStore, this_process
 from ._stubs import render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
-from ._values import jsonable
+from ._values import NotPlainData, jsonable, plain
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -280,6 +280,7 @@ class Harness:
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Type check `code` against the catalog without running any of it, then check it against the
         catalog's rules (`warnings`; errors with `strict=True`)."""
+        script_text(code)
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
@@ -327,6 +328,8 @@ class Harness:
         the completed calls and the output. With a store, every call is journaled and every pause
         snapshotted, so the run can be resumed, replayed or forked later.
         """
+        script_text(code)
+        inputs = plain_inputs(inputs)
         scope = scope or self.new_scope()
         access = scope.access.merged(Access.of(allow, deny))
         run_id = new_run_id()
@@ -630,3 +633,21 @@ def _who() -> str:
         return getpass.getuser()
     except Exception:
         return 'unknown'
+
+
+def script_text(code: str) -> None:
+    """A script must be text the sandbox, the checker and the store can all hold."""
+    try:
+        plain(code)
+    except NotPlainData as exc:
+        raise WorkflowTypeError(f'The script is not valid text: it holds {exc.type_name}. Nothing ran.') from None
+
+
+def plain_inputs(inputs: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`inputs=` as plain data: they are bound as globals in the sandbox and stored with the run."""
+    if not inputs:
+        return None
+    try:
+        return cast(dict[str, Any], plain(dict(inputs)))
+    except NotPlainData as exc:
+        raise WorkflowTypeError(f'inputs= holds {exc.type_name}, which cannot cross into the sandbox.') from None

@@ -4,8 +4,11 @@ Invariants, relied on by resume and replay:
 - a call is journaled (`running`) before it is dispatched;
 - its result is journaled durably before the sandbox sees it;
 - a snapshot is stored only after every call it lists as pending has been journaled.
-Writes are batched per pause of the interpreter (one transaction for all calls a gather started,
-one for all results delivered together), so durability costs per pause, not per call.
+Rows are collected as calls change (`add`) and written at the points the invariants name
+(`write`), batched per pause of the interpreter (one transaction for all calls a gather started,
+one for all results delivered together), so durability costs per pause, not per call. Writes run
+on a worker thread: a store locked by another process holds up only the run that writes, never
+the event loop and the other workflows on it.
 """
 
 from __future__ import annotations
@@ -37,11 +40,20 @@ class Journal:
         self.owner = owner if store is not None else None
         self.started_at = time.time()
 
-    def begin(self, run: RunRow) -> None:
-        if self.store is not None:
-            self.store.create_run(run)
-            if self.owner is not None:
-                self.store.claim(self.run_id, self.owner)
+        self.rows: list[CallRecord] = []
+        """Rows changed since the last write."""
+
+    async def begin(self, run: RunRow) -> None:
+        store, owner = self.store, self.owner
+        if store is None:
+            return
+
+        def create() -> None:
+            store.create_run(run)
+            if owner is not None:
+                store.claim(self.run_id, owner)
+
+        await asyncio.to_thread(create)
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncGenerator[None]:
@@ -62,19 +74,27 @@ class Journal:
         finally:
             task.cancel()
 
-    def calls(self, records: Iterable[CallRecord], *, snapshot: Snapshot | None = None) -> None:
-        """Write call rows (started or finished), then the snapshot if given, in one transaction."""
-        if self.store is None:
-            return
-        rows = list(records)
-        checkpoint = snapshot() if snapshot is not None else None
-        if rows or checkpoint is not None:
-            self.store.put_calls(self.run_id, rows, snapshot=checkpoint, expect_owner=self.owner)
+    def add(self, records: Iterable[CallRecord]) -> None:
+        """Note call rows (started, finished or decided) for the next `write`."""
+        if self.store is not None:
+            self.rows.extend(records)
 
-    def end(self, status: RunStatus, *, value: Any = None, error: str | None = None) -> None:
-        if self.store is None:
+    async def write(self, *, snapshot: Snapshot | None = None) -> None:
+        """Write the noted rows, then the snapshot if given, in one transaction, durably."""
+        store = self.store
+        if store is None:
             return
-        self.store.update_run(
-            self.run_id, status=status, value=jsonable(value), error=error, duration=time.time() - self.started_at,
-            expect_owner=self.owner,
+        rows, self.rows = self.rows, []
+        checkpoint = snapshot() if snapshot is not None else None  # the interpreter is dumped here, not in the thread
+        if rows or checkpoint is not None:
+            await asyncio.to_thread(store.put_calls, self.run_id, rows, snapshot=checkpoint, expect_owner=self.owner)
+
+    async def end(self, status: RunStatus, *, value: Any = None, error: str | None = None) -> None:
+        store = self.store
+        if store is None:
+            return
+        await self.write()
+        await asyncio.to_thread(
+            store.update_run, self.run_id, status=status, value=jsonable(value), error=error,
+            duration=time.time() - self.started_at, expect_owner=self.owner,
         )

@@ -24,7 +24,7 @@ from ._errors import RunWaiting, WorkflowRuntimeError
 from ._joins import HOST_FUNCTIONS, Joins
 from ._records import Outcome, Pending, PendingCall
 from ._store import Checkpoint
-from ._values import NotPlainData, from_sandbox
+from ._values import NotPlainData, plain
 
 SCRIPT_FEED = '<python-input-1>'
 """Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""
@@ -57,7 +57,7 @@ class ScriptLoop:
                 snap = await self.step(snap)
             await self.dispatcher.wind_down()
             try:
-                return from_sandbox(snap.output)
+                return plain(snap.output)
             except NotPlainData as exc:
                 raise WorkflowRuntimeError(
                     f"The script's final value holds {exc.type_name}, which is not plain data: end the script "
@@ -141,12 +141,12 @@ class ScriptLoop:
             raise WorkflowRuntimeError('The sandbox is waiting on calls the harness does not know; retry the script.')
         decided = {cid for cid in pending if cid in self.futures and self.futures[cid].done()}
         if decided and self.dispatcher.staged:
-            self.dispatcher.flush()
+            await self.dispatcher.flush()
             return await self.hand_over(snap, decided)
-        self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
+        await self.dispatcher.launch(snapshot=lambda: self.checkpoint(snap))
         waiting = self.waiting_for_people(pending)
         if waiting:
-            self.dispatcher.journal.calls([], snapshot=lambda: self.checkpoint(snap))
+            await self.dispatcher.journal.write(snapshot=lambda: self.checkpoint(snap))
             raise RunWaiting(waiting)
         if self.wakeup is None:
             self.wakeup = asyncio.Event()
@@ -173,7 +173,7 @@ class ScriptLoop:
         """Journal these results (write-ahead), then resume the sandbox with them."""
         self.ready -= done
         calls = [self.pending.pop(cid) for cid in done]
-        self.dispatcher.settle([c['seq'] for c in calls if c['seq'] is not None])
+        await self.dispatcher.settle([c['seq'] for c in calls if c['seq'] is not None])
         return await snap.resume({cid: self.futures.pop(cid).result() for cid in done})
 
     def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> Checkpoint:
@@ -185,6 +185,7 @@ class ScriptLoop:
         if self.os_handler is not None:
             outcome = await self.os_handler(name, tuple(snap.args), dict(snap.kwargs))
             if outcome is not None:
+                await self.dispatcher.journal.write()  # the granted value is journaled before the script sees it
                 return await snap.resume(cast(Any, outcome))
         return await snap.resume(
             {
@@ -215,7 +216,7 @@ def callee_handle(name: str) -> Callable[..., Awaitable[Any]]:
 def arguments_of(name: str, snap: monty.AsyncFunctionSnapshot) -> dict[str, Any]:
     """A call's keyword arguments as plain data, or the `TypeError` the script sees at the call."""
     try:
-        return from_sandbox(dict(snap.kwargs))
+        return cast(dict[str, Any], plain(dict(snap.kwargs)))
     except NotPlainData as exc:
         raise TypeError(
             f'{name}(): an argument holds {exc.type_name}, which is not plain data: pass dicts, lists, str, int, '

@@ -7,6 +7,8 @@ paths can record an ending differently.
 
 from __future__ import annotations
 
+import asyncio
+
 from opentelemetry.trace import Status, StatusCode
 
 from ._check import Checker
@@ -43,7 +45,7 @@ async def execute(
         ) as span:
             if begin is not None:
                 begin.trace_context = current_traceparent()
-                journal.begin(begin)
+                await journal.begin(begin)
             try:
                 async with journal.held():
                     result = await observed(span, journal.store, run_id, _finish(pool, checker, job, journal))
@@ -59,7 +61,7 @@ async def execute(
         if journal.store is not None:
             spans = RECORDER.drain(run_id)
             if spans:
-                journal.store.add_spans(run_id, spans)
+                await asyncio.to_thread(journal.store.add_spans, run_id, spans)
 
 
 async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: Journal) -> WorkflowResult:
@@ -69,14 +71,14 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     try:
         value = await run_script(pool, checker, job, printed)
     except RunWaiting as wait:  # stopped cleanly for a person: stored, resumable, holding no worker
-        journal.end('waiting')
+        await journal.end('waiting')
         return WorkflowResult(value=None, run_id=job.dispatcher.run_id, status='waiting', calls=job.dispatcher.calls,
                               printed=printed.text, waiting=wait.pending)
     except BaseException as exc:
         status, message = ending(exc)
-        journal.end(status, error=message)
+        await journal.end(status, error=message)
         raise
-    journal.end('completed', value=value)
+    await journal.end('completed', value=value)
     exhausted = budget.refused > refused_before
     reused = [c for c in job.dispatcher.calls if c.source == 'reused']
     notes = []

@@ -258,7 +258,7 @@ def test_outputs_that_cannot_become_plain_data_are_refused_without_repr(make_har
         return Secretive()
 
     result = h.run_sync('(await settled(opaque()))["error"]')
-    assert result.value == 'opaque returned a value of type Secretive, which cannot cross into the sandbox'
+    assert result.value == 'opaque returned Secretive, which cannot cross into the sandbox as plain data'
     assert 'abc123' not in repr(result)
 
 
