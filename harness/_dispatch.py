@@ -28,6 +28,7 @@ from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
 from ._history import History, answered
 from ._journal import Journal, Snapshot
+from ._recorded import current as recorded_calls
 from ._records import (
     CallEvent,
     CallRecord,
@@ -107,6 +108,8 @@ class Dispatcher:
         """Calls waiting for approval, by seq: never answered in this process; the run stops for them."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
+        self.recorded = recorded_calls() if history is None else None
+        """An eval case's baseline answers (`reuse_calls`), set around the case's orchestrator run."""
         self.t0 = time.perf_counter()
 
     # -- the synchronous half: admit the call, in call order -------------------------------------
@@ -146,6 +149,8 @@ class Dispatcher:
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
+        if answer is None and self.recorded is not None:
+            answer = self.from_recorded(callee, record)
         if answer is None and callee.approval:
             decision = self.decisions.get(record.seq)
             if decision is None:
@@ -262,6 +267,13 @@ class Dispatcher:
             return None
         return answered(record, 'reused', result=self.scope.reusable[key])
 
+    def from_recorded(self, callee: Callee, record: CallRecord) -> Outcome | None:
+        """Answer from the baseline eval's journal (`reuse_calls`). Charged like a live call, so the budget,
+        the rules and later reuse see the run the baseline saw."""
+        assert self.recorded is not None
+        found, value = self.recorded.answer(callee, record)
+        return answered(record, 'baseline', result=value) if found else None
+
     def host_value(
         self,
         name: str,
@@ -300,6 +312,7 @@ class Dispatcher:
             )
         self.journal.add([*answered_now, *(s.record for s in staged)])
         await self.journal.write(snapshot=snapshot)
+        self.remember(answered_now)
         for item in staged:
             self.emit('started', item.record)
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
@@ -312,14 +325,20 @@ class Dispatcher:
         answered_now, self.answered = self.answered, []
         self.journal.add(answered_now)
         await self.journal.write()
+        self.remember(answered_now)
 
     async def settle(self, seqs: list[int]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
         finished = [self.calls[seq - 1] for seq in sorted(seqs) if self.running.pop(seq, None) is not None]
         self.journal.add(finished)
         await self.journal.write()
-        for record in finished:
-            if record.status == 'ok':
+        self.remember(finished)
+
+    def remember(self, records: list[CallRecord]) -> None:
+        """Results a later identical call of this orchestrator run may reuse: live ones once journaled, and
+        the baseline's answers at the same point (so a reusing eval reuses where its baseline did)."""
+        for record in records:
+            if record.status == 'ok' and record.source in ('live', 'baseline'):
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
 
     async def wind_down(self) -> None:
