@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import ReplayDivergence, WorkflowError
+from ._errors import ReplayDivergence, SnapshotError, WorkflowError
 from ._history import History, HistoryMode
 from ._records import CallRecord, CallSource, WorkflowResult, new_run_id
 from ._runner import RestorePoint
@@ -60,7 +60,7 @@ def plan_resume(
 ) -> Plan:
     """Continue from the newest snapshot: takes the run for `owner` (`RunBusy` if another live process
     holds it) and marks it `running` again."""
-    run = require_run(store, run_id)
+    run = trusted_run(store, run_id)
     calls = store.calls(run.run_id)
     history = History(
         mode='resume', calls={c.seq: c for c in calls}, answers=dict(answers or {}), retry_unknown=retry_unknown
@@ -81,7 +81,7 @@ def plan_resume(
 
 def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) -> Plan:
     """Answer every call from the journal, from the start or from the snapshot at call `from_seq`."""
-    run = require_run(store, run_id)
+    run = trusted_run(store, run_id)
     calls = store.calls(run.run_id)
     history = History(mode='replay', calls={c.seq: c for c in calls})
     plan = Plan(mode='replay', run=run, run_id=run.run_id, history=history, calls=calls, journaled=False)
@@ -97,7 +97,7 @@ def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) ->
 
 def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
     """A new run: calls before `at` from the parent's journal, call `at` answered with `result`."""
-    parent = require_run(store, run_id)
+    parent = trusted_run(store, run_id)
     calls = store.calls(parent.run_id)
     if not 1 <= at <= len(calls):
         raise WorkflowError(
@@ -143,4 +143,13 @@ def require_run(store: RunStore, run_id: str) -> RunRow:
     run = store.get_run(run_id)
     if run is None:
         raise WorkflowError(f'No stored run {run_id!r}; `harness runs` lists them.')
+    return run
+
+
+def trusted_run(store: RunStore, run_id: str) -> RunRow:
+    """A stored run whose record, journal and seals verify: only such a run is resumed, replayed or forked."""
+    run = require_run(store, run_id)
+    problems = store.verify(run.run_id)
+    if problems:
+        raise SnapshotError(f'Run {run.run_id} cannot be trusted, so nothing ran: {problems[0]}.', run_id=run.run_id)
     return run

@@ -38,6 +38,7 @@ from typing import Any, TypeVar, get_args
 
 from ._errors import RunBusy, SnapshotError
 from ._records import CallRecord, CallSource, CallStatus, PendingCall, RunStatus, SpanDict
+from ._seal import Sealer, SealKeyError, head, key_id, store_key
 
 T = TypeVar('T')
 
@@ -168,6 +169,14 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (run_id, seq)
         )""",
         'CREATE TABLE tool_calls (tool_call_id TEXT PRIMARY KEY, run_id TEXT NOT NULL)',
+    ),
+    # 7 -> 8: seals. The key moves out of the store (only its id stays here, in `meta`); runs and journal
+    # rows are sealed. Runs written before carry no seal: they read as unverified.
+    (
+        'ALTER TABLE calls ADD COLUMN seal TEXT',
+        'ALTER TABLE runs ADD COLUMN seal TEXT',
+        'ALTER TABLE runs ADD COLUMN journal_head TEXT',
+        "DELETE FROM meta WHERE key = 'secret_key'",
     ),
 ]
 
@@ -337,6 +346,11 @@ _CALL_COLUMNS = (
     'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
     'attempt, source, side_effect'
 )
+_SEALED_RUN = (
+    'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, orchestrator_run_id, '
+    'inputs_json, access_json, catalog_json, calls_count, journal_head'
+)
+"""What a run's seal covers (its last column, the journal's head, is read by position in `verify`)."""
 _SNAPSHOT_COLUMNS = (
     'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
 )
@@ -361,10 +375,20 @@ class RunStore:
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         lock_patience: float = DEFAULT_LOCK_PATIENCE,
+        key: bytes | None = None,
     ) -> None:
         self.path = str(path)
         self.lock_patience = lock_patience
         self._lock = threading.Lock()
+        try:
+            self._key = key if key is not None else store_key()
+        except SealKeyError as exc:
+            raise StoreError(str(exc)) from None
+        self._sealer = Sealer(self._key)
+        self._macs: dict[str, dict[int, str]] = {}
+        """Each run's journal row seals by seq, as this process last wrote them (for the head)."""
+        self.key_matches = True
+        """False when the store was sealed with another key: it can be read, not verified or written."""
         in_memory = self.path == ':memory:'
         if not in_memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -376,7 +400,7 @@ class RunStore:
             raise StoreError(f'cannot open the run store {self.path}: {exc}') from exc
         try:
             self._retry(lambda conn: self._configure(conn, busy_timeout, in_memory=in_memory))
-            self._key = self._migrate()
+            self.key_matches = self._migrate() == key_id(self._key)
         except BaseException:
             self.close()
             raise
@@ -416,6 +440,9 @@ class RunStore:
                 conn.execute(f'INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({", ".join("?" * len(row))})', row)
             except sqlite3.IntegrityError:
                 raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
+            self._macs[run.run_id] = {}
+            conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (head([]), run.run_id))
+            self._reseal(conn, run.run_id)
 
         self._write(write)
 
@@ -443,6 +470,7 @@ class RunStore:
             sql = f'UPDATE runs SET {columns}{release} WHERE run_id = ?{guard}'
             if conn.execute(sql, (*values, run_id, *params)).rowcount == 0:
                 self._refuse_write(conn, run_id)
+            self._reseal(conn, run_id)
 
         self._write(write)
 
@@ -541,6 +569,50 @@ class RunStore:
         )
         return (Owner.parse(row[0]), row[1]) if row else (None, None)
 
+    # -- seals -----------------------------------------------------------------------------------
+
+    def verify(self, run_id: str) -> list[str]:
+        """What is wrong with the stored run, as sentences naming the first bad part; [] when the run,
+        its journal and its seals are as this key sealed them."""
+        if not self.key_matches:
+            return [f'the store is sealed with another key, so run {run_id} cannot be verified here']
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            run = conn.execute(f'SELECT {_SEALED_RUN}, seal FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            if run is None:
+                return [f'no run {run_id!r}']
+            if run[-1] is None:
+                return [f'run {run_id} carries no seal (it was written before runs were sealed)']
+            if not self._sealer.check(run[-1], *run[:-1]):
+                return [f'run {run_id} was modified after it was written: its record does not match its seal']
+            rows = conn.execute(
+                f'SELECT {_CALL_COLUMNS}, seal FROM calls WHERE run_id = ? ORDER BY seq', (run_id,)
+            ).fetchall()
+            for expected, row in enumerate(rows, start=1):
+                if row[1] != expected:
+                    return [f'call #{expected} of run {run_id} is missing from its journal']
+                if not self._sealer.check(row[-1], *row[:-1]):
+                    return [f'call #{expected} of run {run_id} was modified after it was written (or copied from '
+                            'another run): it does not match its seal']
+            if head(row[-1] for row in rows) != run[_SEALED_RUN.count(',')]:
+                return [f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
+                        'put back to an earlier version of itself']
+            return []
+
+        return self._read(read)
+
+    def _journal_macs(self, conn: sqlite3.Connection, run_id: str) -> dict[int, str]:
+        macs = self._macs.get(run_id)
+        if macs is None:
+            rows = conn.execute('SELECT seq, seal FROM calls WHERE run_id = ?', (run_id,)).fetchall()
+            macs = self._macs[run_id] = {seq: seal or '' for seq, seal in rows}
+        return macs
+
+    def _reseal(self, conn: sqlite3.Connection, run_id: str) -> None:
+        fields = conn.execute(f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+        if fields is not None:
+            conn.execute('UPDATE runs SET seal = ? WHERE run_id = ?', (self._sealer.mac(*fields), run_id))
+
     def _refuse_write(self, conn: sqlite3.Connection, run_id: str) -> None:
         row = conn.execute('SELECT owner FROM runs WHERE run_id = ?', (run_id,)).fetchone()
         if row is None:
@@ -609,6 +681,7 @@ class RunStore:
         its id is returned.
         """
         rows = [_call_to_db(run_id, call) for call in calls]
+        rows = [(*row, self._sealer.mac(*row)) for row in rows]
         snapshot_row = self._snapshot_row(run_id, snapshot) if snapshot is not None else None
         if not rows and snapshot_row is None:
             return None
@@ -617,7 +690,7 @@ class RunStore:
 
         def write(conn: sqlite3.Connection) -> int | None:
             conn.executemany(
-                f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}) VALUES ({", ".join("?" * 13)})', rows
+                f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows
             )
             guard, params = _owner_guard(expect_owner)
             cursor = conn.execute(
@@ -628,6 +701,13 @@ class RunStore:
                 if expect_owner is None:
                     raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
                 self._refuse_write(conn, run_id)
+            if rows:
+                macs = self._journal_macs(conn, run_id)
+                for row in rows:
+                    macs[int(row[1])] = str(row[-1])
+                conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?',
+                             (head(macs[seq] for seq in sorted(macs)), run_id))
+                self._reseal(conn, run_id)
             return self._insert_snapshot(conn, snapshot_row) if snapshot_row is not None else None
 
         return self._write(write)
@@ -650,7 +730,7 @@ class RunStore:
         if not isinstance(ledger, list) or not all(isinstance(entry, dict) for entry in ledger):
             raise TypeError('a snapshot ledger is a list of dicts {call_id, seq, callee, arguments, line}.')
         ledger_json = _encode_required(ledger, 'snapshot ledger')
-        sealed = self._seal(snapshot.dump)
+        sealed = self._seal(snapshot.dump, _binding(run_id, snapshot.after_seq, ledger_json))
         return (
             run_id, snapshot.after_seq, sealed, ledger_json, _monty_format(snapshot.dump), STORE_FORMAT,
             len(sealed), hashlib.sha256(sealed).hexdigest(), time.time(),
@@ -682,8 +762,10 @@ class RunStore:
             (run_id, after_seq),
         )
 
-    def _seal(self, dump: bytes) -> bytes:
-        """`HSNP` + u16 store format + u16 Monty format + HMAC-SHA256(key, those 8 bytes + dump) + dump."""
+    def _seal(self, dump: bytes, binding: bytes = b'') -> bytes:
+        """`HSNP` + u16 store format + u16 Monty format + HMAC-SHA256(key, those 8 bytes + binding + dump)
+        + dump. The binding (run id, position, ledger) ties the blob to its row: a snapshot copied to
+        another run, or its ledger edited, does not verify."""
         monty_format = _monty_format(dump)
         if monty_format > SUPPORTED_MONTY_FORMAT:
             raise ValueError(
@@ -691,7 +773,7 @@ class RunStore:
                 'harness knows: the installed pydantic-monty does not match the one harness pins.'
             )
         prefix = _PREFIX.pack(SNAPSHOT_MAGIC, STORE_FORMAT, monty_format)
-        return prefix + hmac.new(self._key, prefix + dump, hashlib.sha256).digest() + bytes(dump)
+        return prefix + self._sealer.blob(prefix + binding + dump) + bytes(dump)
 
     # -- offline traces --------------------------------------------------------------------------
 
@@ -836,13 +918,16 @@ class RunStore:
         if row is None:
             return None
         snap_id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created = row
-        dump = self._unseal(bytes(blob), what=f'snapshot {snap_id} of run {run_id}', size=size, digest=digest)
+        dump = self._unseal(bytes(blob), what=f'snapshot {snap_id} of run {run_id}', size=size, digest=digest,
+                            binding=_binding(run_id, after_seq, ledger_json))
         return SnapshotRow(
             id=snap_id, run_id=run_id, after_seq=after_seq, dump=dump, ledger=json.loads(ledger_json),
             monty_format=monty_format, store_format=store_format, created=created,
         )  # fmt: skip
 
-    def _unseal(self, blob: bytes, *, what: str, size: int | None, digest: str | None) -> bytes:
+    def _unseal(
+        self, blob: bytes, *, what: str, size: int | None, digest: str | None, binding: bytes = b''
+    ) -> bytes:
         """Checks in an order that names the real cause: damage first, then versions, then the key."""
         minimum = HEADER_LEN + len(MONTY_MAGIC) + 2
         if len(blob) < (minimum if size is None else max(size, minimum)):
@@ -871,7 +956,7 @@ class RunStore:
         if store_format < 1:
             raise SnapshotError(f'{what} has an invalid snapshot format {store_format}: it is corrupt.')
         prefix, mac, dump = blob[: _PREFIX.size], blob[_PREFIX.size : HEADER_LEN], blob[HEADER_LEN:]
-        if not hmac.compare_digest(mac, hmac.new(self._key, prefix + dump, hashlib.sha256).digest()):
+        if not hmac.compare_digest(mac, self._sealer.blob(prefix + binding + dump)):
             if digest is not None:
                 raise SnapshotError(
                     f"{what} does not authenticate with this store's key: it was sealed by another store "
@@ -904,15 +989,16 @@ class RunStore:
                 raise
             raise StoreError(f'{self.path} is not a usable harness run store: {exc}') from exc
 
-    def _migrate(self) -> bytes:
-        """Bring the schema up to date (all pending migrations in one transaction); return the key."""
+    def _migrate(self) -> str:
+        """Bring the schema up to date (all pending migrations in one transaction); return the id of
+        the key the store is sealed with (this process's key, for a new store)."""
         target = len(MIGRATIONS)
 
         def current(conn: sqlite3.Connection) -> tuple[int, str | None]:
             meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'")
             if meta.fetchone() is None:
                 return 0, None
-            key = conn.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()
+            key = conn.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()
             return _schema_version(conn), key[0] if key else None
 
         def refuse_newer(version: int) -> None:
@@ -927,7 +1013,7 @@ class RunStore:
             version, key = self._read(current)
             refuse_newer(version)
             if version == target and key is not None:
-                return bytes.fromhex(key)
+                return key
 
             def write(conn: sqlite3.Connection) -> str:
                 conn.execute('CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)')
@@ -940,17 +1026,21 @@ class RunStore:
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(target),)
                 )
                 conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('secret_key', ?)",
-                    (secrets.token_hex(32),),
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('key_id', ?)", (key_id(self._key),)
                 )
-                return conn.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()[0]
+                return conn.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()[0]
 
-            return bytes.fromhex(self._write(write))
+            return self._write(write, migrating=True)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f'{self.path} is not a usable harness run store: {exc}') from exc
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _write(self, fn: Callable[[sqlite3.Connection], T], *, migrating: bool = False) -> T:
         """Run `fn` in one `BEGIN IMMEDIATE` transaction: all of it commits, or none of it."""
+        if not self.key_matches and not migrating:
+            raise StoreError(
+                f'the run store {self.path} is sealed with another key: it can be read, but not written, resumed '
+                'or replayed here. Set HARNESS_SECRET to the secret that sealed it, or use another store.'
+            )
 
         def transaction(conn: sqlite3.Connection) -> T:
             conn.execute('BEGIN IMMEDIATE')
@@ -998,6 +1088,10 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+def _binding(run_id: str, after_seq: int, ledger_json: str) -> bytes:
+    return json.dumps([run_id, after_seq, ledger_json]).encode()
 
 
 def _owner_guard(owner: Owner | None) -> tuple[str, tuple[Any, ...]]:

@@ -40,12 +40,15 @@ FAILURE_LINES = 12
 class TurnOutcome:
     """What one turn did: its answer, its messages, and where to find its runs and its trace."""
 
-    output: str | None = None
+    output: Any = None
+    """The answer (a str), or pydantic-ai's `DeferredToolRequests` when a run waits for a person."""
     messages: list[ModelMessage] = field(default_factory=list)
     """The whole conversation after this turn (the history for the next one)."""
     new_messages: list[ModelMessage] = field(default_factory=list)
     agent_run_id: str | None = None
     """pydantic-ai's run id: the workflow runs of this turn carry it as `orchestrator_run_id`."""
+    agent_run_ids: list[str] = field(default_factory=list)
+    """Every agent run of the turn: one, and one more each time it continues after approvals."""
     trace_id: str | None = None
     usage: Totals = field(default_factory=Totals)
     """The orchestrator's own requests (sub-agents' tokens are on their workflow runs)."""
@@ -90,19 +93,22 @@ def text_of(parts: Sequence[Any]) -> str:
 
 
 async def run_turn(
-    agent: Agent[Any, str],
-    prompt: str,
+    agent: Agent[Any, Any],
+    prompt: str | None,
     *,
     history: Sequence[ModelMessage] | None,
     view: TurnView,
     outcome: TurnOutcome | None = None,
+    deferred: Any = None,
 ) -> TurnOutcome:
     """Run one turn, streaming it to `view`. `outcome` (when given) is filled in as the turn goes, so a
-    caller that is interrupted still knows the turn's run id and trace."""
+    caller that is interrupted still knows the turn's run id and trace. With `deferred` (pydantic-ai's
+    `DeferredToolResults`), the turn goes on after a person decided on the calls it waited for."""
     outcome = outcome if outcome is not None else TurnOutcome()
     console = view.console
-    async with agent.iter(prompt, message_history=list(history or [])) as run:
+    async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
         outcome.agent_run_id = run.run_id
+        outcome.agent_run_ids.append(run.run_id)
         context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
         if context.is_valid:
             outcome.trace_id = format(context.trace_id, '032x')
@@ -125,7 +131,7 @@ async def run_turn(
     outcome.output = result.output
     outcome.messages = result.all_messages()
     outcome.new_messages = result.new_messages()
-    outcome.usage = of_responses(outcome.new_messages)
+    outcome.usage.add(of_responses(outcome.new_messages))
     console.print()
     return outcome
 

@@ -34,6 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if os.environ.pop('PYTHONDONTWRITEBYTECODE', None) is not None and not os.environ.get('PYTHONPYCACHEPREFIX'):
         os.environ['PYTHONPYCACHEPREFIX'] = os.path.join(tempfile.gettempdir(), 'harness-tests-pycache')
+    # The stores the tests write are sealed with a key of their own (inherited by their subprocesses),
+    # never with the key in the user's config directory.
+    os.environ['HARNESS_SECRET'] = 'harness-tests'
 
 
 @pytest.fixture

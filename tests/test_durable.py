@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from harness import ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
+from harness import CallRecord, ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
+from harness._history import History
 from harness._store import RunStore
 
 WORKER = Path(__file__).with_name('crash_worker.py')
@@ -179,13 +180,18 @@ def test_uncrashed_run_replays_without_calling_anything_and_detects_divergence(t
         assert replayed.value == EXPECTED
         assert len(list(markers.iterdir())) == before  # zero external calls
         assert {c.source for c in replayed.calls} == {'replayed'}
-        # Edit the stored script to call something else at position 4.
+        # Edit the stored script to call something else at position 4: the run's seal no longer matches.
         with sqlite3.connect(tmp_path / 'runs.db') as db:
             db.execute('UPDATE runs SET script = ? WHERE run_id = ?',
                        (SCRIPT.replace('slow(i=3 * r + 1)', 'slow(i=3 * r + 7)'), result.run_id))
-        with pytest.raises(ReplayDivergence, match='call #2 diverges'):
+        with pytest.raises(SnapshotError, match='was modified after it was written'):
             h.replay_sync(result.run_id)
         assert len(list(markers.iterdir())) == before
+        # A script that asks for something else than its journal holds diverges, naming the call.
+        journal = {c.seq: c for c in h.store.calls(result.run_id)}  # type: ignore[union-attr]
+        asked = CallRecord(2, journal[2].callee, {'i': 999}, None)
+        with pytest.raises(ReplayDivergence, match='call #2 diverges'):
+            History(mode='replay', calls=journal).answer(asked)
     finally:
         h.close()
 

@@ -27,6 +27,7 @@ from harness._store import (
     RunRow,
     RunStore,
     StoreError,
+    _binding,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,7 +296,8 @@ def test_fresh_file_is_migrated_and_configured(db: Path, store: RunStore) -> Non
     assert {'meta', 'runs', 'calls', 'snapshots', 'spans'} <= tables
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert version == (str(len(MIGRATIONS)),)
-    assert len(con.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone()[0]) == 64
+    assert con.execute("SELECT value FROM meta WHERE key = 'secret_key'").fetchone() is None  # the key lives elsewhere
+    assert len(con.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()[0]) == 16
     assert con.execute('PRAGMA journal_mode').fetchone() == ('wal',)
     assert store._conn.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
     assert store._conn.execute('PRAGMA busy_timeout').fetchone() == (10_000,)
@@ -415,21 +417,25 @@ def test_tamper_flipped_payload_with_recomputed_checksum(db: Path, store: RunSto
 
 
 def test_tamper_sealed_by_another_store(tmp_path: Path, db: Path, store: RunStore, sealed: int) -> None:
-    with RunStore(tmp_path / 'other.db') as other:
+    with RunStore(tmp_path / 'other.db', key=b'another key' * 3) as other:
         other.create_run(RunRow('r'))
         foreign = _stored_blob(tmp_path / 'other.db', put_snapshot(other, 'r', 1, fake_dump(), []))
-        assert other._unseal(foreign, what='snapshot', size=None, digest=None) == fake_dump()
+        assert other._unseal(foreign, what='snapshot', size=None, digest=None, binding=BINDING) == fake_dump()
     _overwrite(db, sealed, foreign, with_checksum=True)  # the whole row copied across
     message = _error(store)
     assert "does not authenticate with this store's key: it was sealed by another store" in message
     with pytest.raises(SnapshotError, match="does not authenticate with this store's key"):
-        store._unseal(foreign, what='snapshot', size=None, digest=None)
+        store._unseal(foreign, what='snapshot', size=None, digest=None, binding=BINDING)
+
+
+BINDING = _binding('r', 1, '[]')
+"""What the `sealed` fixture's snapshot is bound to: run `r`, after call 1, an empty ledger."""
 
 
 def _forge(store: RunStore, dump: bytes, *, store_format: int, monty_format: int) -> bytes:
     """A blob sealed with this store's key in the layout a future harness might write."""
     prefix = b'HSNP' + store_format.to_bytes(2, 'little') + monty_format.to_bytes(2, 'little')
-    return prefix + hmac.new(store._key, prefix + dump, hashlib.sha256).digest() + dump
+    return prefix + hmac.new(store._key, prefix + BINDING + dump, hashlib.sha256).digest() + dump
 
 
 def test_tamper_newer_store_format(db: Path, store: RunStore, sealed: int) -> None:

@@ -1,0 +1,91 @@
+"""Seals for the run store: the key, kept away from the data it protects, and the MACs over it.
+
+What is sealed (HMAC-SHA256 with the key):
+- every journal row, over its run id, its seq and all it says (so an edited row, a row moved to
+  another seq, or a row copied from another run does not verify);
+- every run, over what it ran and how it ended, its call count and the head of its journal (a hash
+  over its rows' seals in seq order: a deleted row, or a row put back to an earlier version of
+  itself, changes the head);
+- every snapshot, over its run id, its position, the ledger of calls it waits on and the Monty dump.
+
+The key is `HARNESS_SECRET` (any text), else a random key in a 0600 file in the user's config
+directory (`$XDG_CONFIG_HOME/harness/secret`, created on first use). The store records only the
+key's id, to tell "sealed with another key" from "tampered with". This protects against anyone who
+can edit the store but not read the key; it does not protect against someone who has the key (or
+runs code as the same user).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+class SealKeyError(Exception):
+    """The key cannot be read or created; the message names the fix."""
+
+
+def config_dir() -> Path:
+    base = os.environ.get('XDG_CONFIG_HOME') or os.path.join(os.path.expanduser('~'), '.config')
+    return Path(base) / 'harness'
+
+
+def store_key() -> bytes:
+    """The key that seals run stores: `HARNESS_SECRET`, else the user's key file (created on first use)."""
+    secret = os.environ.get('HARNESS_SECRET')
+    if secret:
+        return hashlib.sha256(b'harness-secret:' + secret.encode()).digest()
+    path = config_dir() / 'secret'
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as exc:
+        raise SealKeyError(
+            f'cannot read the harness key at {path} ({exc}): fix or remove it, or set HARNESS_SECRET.'
+        ) from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process created it meanwhile
+        return bytes.fromhex(path.read_text().strip())
+    except OSError as exc:
+        raise SealKeyError(f'cannot create the harness key at {path} ({exc.strerror}): set HARNESS_SECRET.') from None
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, 'w') as f:
+        f.write(key.hex())
+    return key
+
+
+def key_id(key: bytes) -> str:
+    """What the store records of its key: enough to recognise it, nothing to forge with."""
+    return hashlib.sha256(b'harness-key-id:' + key).hexdigest()[:16]
+
+
+class Sealer:
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    def mac(self, *parts: Any) -> str:
+        text = json.dumps(parts, ensure_ascii=False, separators=(',', ':'), default=str)
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+
+    def check(self, seal: str | None, *parts: Any) -> bool:
+        return seal is not None and hmac.compare_digest(seal, self.mac(*parts))
+
+    def blob(self, data: bytes) -> bytes:
+        return hmac.new(self.key, data, hashlib.sha256).digest()
+
+
+def head(seals: Iterable[str]) -> str:
+    """The journal's head: a hash over its rows' seals in seq order."""
+    digest = hashlib.sha256()
+    for seal in seals:
+        digest.update(seal.encode())
+    return digest.hexdigest()
