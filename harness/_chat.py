@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ._live import LiveCalls, cut
+from ._live import LiveCalls, call_text, cut
 from ._records import new_run_id
 from ._store import Conversation, RunRow, RunStore, StoreError, Turn
 from ._turn import TurnOutcome, TurnView, run_turn
@@ -124,6 +124,12 @@ class Session:
         self.last = outcome
         try:
             self.runner.run(run_turn(self.agent, prompt, history=self.history, view=self.view, outcome=outcome))
+            while not isinstance(outcome.output, str | None):  # a run waits for a person: ask, then go on
+                decided = self.decide(outcome.output)
+                if decided is None:
+                    break
+                self.runner.run(run_turn(self.agent, None, history=outcome.messages, view=self.view,
+                                         outcome=outcome, deferred=decided))
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             by = 'by `harness cancel`' if isinstance(exc, asyncio.CancelledError) else ''
             self.cancelled(outcome, by)
@@ -133,15 +139,48 @@ class Session:
             self.record(prompt, outcome, 'failed', error=f'{type(exc).__name__}: {exc}')
             raise
         self.history = outcome.messages
-        self.record(prompt, outcome, 'completed')
+        if not isinstance(outcome.output, str | None):
+            outcome.output = None
+            self.record(prompt, outcome, 'waiting')
+        else:
+            self.record(prompt, outcome, 'completed')
         return outcome
+
+    def decide(self, requests: Any) -> Any:
+        """Ask the person about every call a run waits on (approve, or reject with a reason) and record
+        each decision; pydantic-ai's `DeferredToolResults` to go on with, or None when nobody can answer
+        (no input): then the run stays waiting for `harness approve` / `harness reject`."""
+        from pydantic_ai.tools import DeferredToolResults
+
+        approvals: dict[str, Any] = {}
+        for call in requests.approvals:
+            meta = requests.metadata.get(call.tool_call_id, {})
+            run_id = meta.get('run_id')
+            for waiting in meta.get('waiting', []):
+                text = call_text(waiting['callee'], waiting.get('arguments') or {})
+                self.console.print(f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} '
+                                   f'{escape(text)}[/magenta]')
+                try:
+                    answer = self.console.input('approve? \\[y/N] ').strip().lower()
+                    reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
+                except EOFError:
+                    self.console.print(f'[dim]left waiting: harness approve {run_id} (or reject), then '
+                                       f'harness resume {run_id}[/dim]')
+                    return None
+                if answer in ('y', 'yes'):
+                    self.harness.approve(run_id, waiting['seq'])
+                else:
+                    self.harness.reject(run_id, waiting['seq'], reason=reason or 'rejected in the chat')
+            approvals[call.tool_call_id] = True  # the tool call goes on: the run resumes with the decisions
+        return DeferredToolResults(approvals=approvals)
 
     def turn_runs(self, outcome: TurnOutcome) -> list[RunRow]:
         """The workflow runs of a turn, oldest first: every attempt, the one that failed its check too."""
-        if self.store is None or outcome.agent_run_id is None:
+        if self.store is None:
             return []
-        rows = self.store.list_runs(1_000, orchestrator_run_id=outcome.agent_run_id)
-        return sorted(rows, key=lambda r: r.created)
+        rows = {r.run_id: r for agent_run_id in outcome.agent_run_ids
+                for r in self.store.list_runs(1_000, orchestrator_run_id=agent_run_id)}
+        return sorted(rows.values(), key=lambda r: r.created)
 
     def cancelled(self, outcome: TurnOutcome, by: str = '') -> None:
         rows = self.turn_runs(outcome)

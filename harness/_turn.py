@@ -54,6 +54,8 @@ class TurnOutcome:
     """The orchestrator's own requests (sub-agents' tokens are on their workflow runs)."""
     attempts: int = 0
     scripts: list[str] = field(default_factory=list)
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    """`run_workflow` tool call id -> its attempt number (a call continued after approvals keeps its number)."""
 
 
 class TurnView:
@@ -119,18 +121,24 @@ async def run_turn(
                 async with node.stream(run.ctx) as events:
                     async for event in events:
                         if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
+                            call_id = event.part.tool_call_id
+                            if call_id in outcome.tool_calls:  # approved: the same script goes on
+                                view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
+                                continue
                             outcome.attempts += 1
+                            outcome.tool_calls[call_id] = outcome.attempts
                             code = str(event.part.args_as_dict().get('code', ''))
                             outcome.scripts.append(code)
                             view.script(code, outcome.attempts)
                         elif isinstance(event, FunctionToolResultEvent) and event.part.tool_name == TOOL:
                             retried = getattr(event.part, 'outcome', None) == 'retried'
-                            view.returned(event.part.content, outcome.attempts, retried=retried)
+                            attempt = outcome.tool_calls.get(event.part.tool_call_id, outcome.attempts)
+                            view.returned(event.part.content, attempt, retried=retried)
         result = run.result
     assert result is not None
     outcome.output = result.output
     outcome.messages = result.all_messages()
-    outcome.new_messages = result.new_messages()
+    outcome.new_messages += result.new_messages()
     outcome.usage.add(of_responses(outcome.new_messages))
     console.print()
     return outcome

@@ -768,3 +768,66 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
     footer = re.search(r'^run (\w+) \(failed\), (\w+) \(failed\), (\w+) · 3 call\(s\)$', out, re.M)  # failed check too
     assert footer, out
     assert f'trace: harness trace {footer[3]}' in out
+
+
+APPROVAL_MODULE = '''\
+from pathlib import Path
+
+from harness import Harness
+
+gated = Harness(store=":memory:")
+
+
+@gated.tool(side_effect=True, approval=True)
+async def send_email(*, to: str, body: str) -> str:
+    """Send an email (a person approves each one)."""
+    Path("sent.txt").write_text(f"{to}: {body}")
+    return "sent to " + to
+'''
+APPROVAL_SCRIPT = '''\
+try:
+    r = await send_email(to="ada@example.com", body="hi")
+except PermissionError as e:
+    r = "refused: " + str(e)
+r
+'''
+
+
+@pytest.mark.parametrize('decision', ['approve', 'reject', 'no answer'])
+def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     decision: str) -> None:
+    """`ask` stops at a call that needs approval, asks the person, records the decision and goes on; with no
+    one to answer, the run stays waiting for `harness approve`."""
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        returned = [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
+        if returned:
+            return ModelResponse(parts=[TextPart(f'result: {returned[-1].content}')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT})])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'gate.py').write_text(APPROVAL_MODULE)
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    answers = {'approve': 'y\n', 'reject': 'n\nnot today\n', 'no answer': ''}[decision]
+    out = ok(cli(['ask', 'email ada', '--agents', 'gate:gated'], cwd=tmp_path, env=env, input=answers, columns=120))
+    assert re.search(r"waits for approval of #1 send_email\(to='ada@example.com', body='hi'\)", out), out
+    assert 'approve? [y/N]' in out and 'script · attempt 2' not in out  # going on is not a new attempt
+    [run] = json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))
+    if decision == 'approve':
+        assert (tmp_path / 'sent.txt').read_text() == 'ada@example.com: hi'
+        assert 'result: sent to ada@example.com' in out and run['status'] == 'completed'
+    elif decision == 'reject':
+        assert not (tmp_path / 'sent.txt').exists()
+        assert re.search(r'result: refused: send_email was rejected by \S+: not today', out), out
+        assert run['status'] == 'completed'
+    else:
+        assert not (tmp_path / 'sent.txt').exists() and run['status'] == 'waiting'
+        assert f'left waiting: harness approve {run["run_id"]}' in out
