@@ -176,6 +176,11 @@ def runtime_error(exc: monty.MontyRuntimeError, dispatcher: Dispatcher) -> Workf
             f'The script stopped because a call budget ran out ({budget.summary()}). '
             f'Do not retry the same fan-out; answer with the completed results.\n{detail}'
         )
+    if 'exceptions can only be called with zero or one string argument' in detail:
+        return WorkflowRuntimeError(
+            'The script raised an exception whose argument is not one string (like ValueError(42)): in the '
+            'sandbox an exception takes at most one string argument. Write ValueError(str(x)).'
+        )
     if isinstance(inner, PermissionError) and str(inner) in dispatcher.refusals:
         return PolicyViolation(
             f'The script stopped because a rule refused a call (it did not run): {inner}\n{detail}\n'
