@@ -26,7 +26,7 @@ from pydantic_ai.exceptions import UserError
 from ._prelude import HELPERS_SOURCE
 
 SCRIPT_NAME = 'workflow.py'
-LIMIT_KEYS = frozenset({'max_duration_secs', 'max_memory', 'max_suspensions'})
+LIMIT_KEYS = frozenset({'max_duration_secs', 'max_memory', 'max_suspensions', 'max_value_chars', 'max_error_chars'})
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class SandboxLimits:
     max_memory: int = 256 * 1024 * 1024
     max_suspensions: int = 1_000_000
     """Every call and every future resolution is one; Monty's default of 1,000 would stop a big gather."""
+    max_value_chars: int = 50_000
+    """Host side: a final value longer than this (as JSON) reaches the model as a preview; the run keeps it whole."""
+    max_error_chars: int = 8_000
+    """Host side: an error message longer than this reaches the model cut short; the run keeps it whole."""
 
     @classmethod
     def from_mapping(cls, limits: Mapping[str, Any] | None) -> SandboxLimits:
@@ -47,8 +51,8 @@ class SandboxLimits:
         if unknown:
             raise UserError(f'unknown sandbox limit(s) {sorted(unknown)}: the keys are {sorted(LIMIT_KEYS)}.')
         values = {**cls().__dict__, **{k: v for k, v in limits.items() if v is not None}}
-        if values['max_duration_secs'] <= 0 or values['max_memory'] <= 0 or values['max_suspensions'] < 1:
-            raise UserError('sandbox limits must be positive numbers.')
+        if any(value <= 0 for value in values.values()):
+            raise UserError('limits must be positive numbers.')
         return cls(**values)
 
     def as_monty_limits(self) -> monty.ResourceLimits:

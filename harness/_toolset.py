@@ -26,6 +26,7 @@ from ._errors import BudgetExceeded, WorkflowError
 from ._prompt import tool_description
 from ._records import CallRecord, EventHandler, WorkflowResult, preview
 from ._rules import Access
+from ._sandbox import SandboxLimits
 from ._store import RunStore
 
 TOOL_NAME = 'run_workflow'
@@ -76,6 +77,8 @@ class WorkflowHost(Protocol):
     max_tool_calls: int | None
     max_retries: int
     max_repeats: int | None
+
+    limits: SandboxLimits
 
     @property
     def callees(self) -> Mapping[str, Callee]: ...
@@ -162,15 +165,15 @@ class WorkflowToolset(AbstractToolset[Any]):
                 result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:
             # Not a retry: a retry cannot succeed once the budget is spent.
-            return f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+            return self.failure(exc)
         except WorkflowError as exc:
-            raise ModelRetry(f'{exc.message}{completed_section(exc.completed)}{printed_section(exc.printed)}') from None
+            raise ModelRetry(self.failure(exc)) from None
         finally:
             _in_workflow.reset(token)
         if result.status == 'waiting':
             raise self.defer(result, ctx)
         # Only the final value returns to the model, with what the script printed, if anything.
-        value: Any = result.value
+        value: Any = self.bounded_value(result)
         if result.printed:
             value = {'output': result.printed}
             if result.value is not None:
@@ -194,3 +197,24 @@ class WorkflowToolset(AbstractToolset[Any]):
             store.link_tool_call(ctx.tool_call_id, result.run_id)
         waiting = [{'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in result.waiting]
         return ApprovalRequired(metadata={'run_id': result.run_id, 'waiting': waiting})
+
+    def failure(self, exc: WorkflowError) -> str:
+        """What the model reads of a failed script: the message, the completed results, what it printed."""
+        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+
+    def bounded(self, exc: WorkflowError) -> str:
+        """An error message as the model reads it: cut at `limits['max_error_chars']` (the run keeps it whole)."""
+        limit = self.harness.limits.max_error_chars
+        if len(exc.message) <= limit:
+            return exc.message
+        where = f' (the whole message is stored with run {exc.run_id})' if exc.run_id else ''
+        return f'{exc.message[:limit]}\n... [{len(exc.message) - limit} more characters cut{where}]'
+
+    def bounded_value(self, result: WorkflowResult) -> Any:
+        """The script's value as the model reads it: a preview past `limits['max_value_chars']` of JSON."""
+        limit = self.harness.limits.max_value_chars
+        text = preview(result.value, limit + 1)
+        if len(text) <= limit:
+            return result.value
+        return {'preview': text[:limit], 'note': f'The value is longer than {limit} characters as JSON; this is its '
+                f'start. The whole value is stored with run {result.run_id}: return less (a summary, or a slice).'}

@@ -283,3 +283,35 @@ async def test_a_store_locked_by_another_process_holds_up_only_its_own_runs(tmp_
     holder.close()
     await locked.aclose()
     await free.aclose()
+
+
+def test_the_model_reads_long_errors_and_values_cut_short(make_harness: Any) -> None:
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        RetryPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    h = make_harness(limits={'max_error_chars': 500, 'max_value_chars': 1_000})
+    seen: list[str] = []
+    scripts = iter(['raise RuntimeError("x" * 100000)', '"y" * 100000'])
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                seen.append(str(part.content))
+        script = next(scripts, None)
+        if script is None:
+            return ModelResponse(parts=[TextPart('done')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
+
+    h.orchestrator(FunctionModel(model)).run_sync('go')
+    error, value = seen
+    assert len(error) < 2_000 and 'more characters cut (the whole message is stored with run' in error
+    assert len(value) < 2_000 and 'The value is longer than 1000 characters' in value
+    run = h.runs()[0]
+    assert run.value == 'y' * 100000  # kept whole
