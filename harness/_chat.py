@@ -31,7 +31,7 @@ SLASH_HELP = {
     '/script': 'the scripts the model wrote in the last turn',
     '/retry': 'send the last prompt again (its answer is dropped from the conversation)',
     '/model [NAME]': 'show the model, or switch to NAME (a pydantic-ai model string)',
-    '/multiline': 'toggle multiline input (then Enter adds a line and Esc, Enter sends)',
+    '/multiline': 'toggle multiline input (then Enter adds a line, Esc then Enter sends)',
     '/exit': 'leave (Ctrl-D does too)',
 }
 
@@ -208,8 +208,8 @@ class Session:
     def chat(self) -> None:
         """Read prompts until /exit, Ctrl-D (or Ctrl-C at the prompt)."""
         reader = PromptReader(self.console, self.store)
-        self.console.print('[dim]/help lists the commands; Esc then Enter adds a line; Ctrl-C cancels a turn, '
-                           'Ctrl-D leaves.[/dim]')
+        self.console.print('[dim]/help lists the commands; end a line with \\\\ to add another; Ctrl-C cancels a '
+                           'turn, Ctrl-D leaves.[/dim]')
         while True:
             try:
                 text = reader.read(multiline=self.multiline)
@@ -329,6 +329,7 @@ class PromptReader:
         self.session: Any = None
         if sys.stdin.isatty() and sys.stdout.isatty():
             from prompt_toolkit import PromptSession
+            from prompt_toolkit.filters import Condition
             from prompt_toolkit.history import FileHistory, InMemoryHistory
             from prompt_toolkit.key_binding import KeyBindings
 
@@ -341,15 +342,14 @@ class PromptReader:
                 except OSError:
                     pass
             keys = KeyBindings()
+            continued = Condition(lambda: self.session.default_buffer.document.text_before_cursor.endswith('\\'))
 
-            @keys.add('escape', 'enter')
-            def _(event: Any) -> None:  # Esc, Enter (or Alt-Enter): a new line, or send in multiline mode
-                buffer = event.current_buffer
-                if buffer.multiline():
-                    buffer.validate_and_handle()
-                else:
-                    buffer.insert_text('\n')
+            @keys.add('enter', filter=continued)
+            def _(event: Any) -> None:  # a trailing backslash: Enter starts a new line instead of sending
+                event.current_buffer.delete_before_cursor(1)
+                event.current_buffer.insert_text('\n')
 
+            # In /multiline mode prompt-toolkit's own keys apply: Enter adds a line, Esc then Enter sends.
             self.session = PromptSession(history=history, key_bindings=keys)
 
     def read(self, *, multiline: bool = False) -> str:

@@ -473,10 +473,14 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
     assert 'poem' in (tmp_path / 'drafter-cancelled.txt').read_text()
 
     # Turn 3: a question, answered in the same session; its footer lists this turn's run only.
-    term.send(b'what is a unit test?\r')
+    # Typed on two lines (a trailing backslash, then Enter, adds a line); slash commands answer in between.
+    term.send(b'/help\r')
+    term.expect(r'/multiline .*\r?\n[\s\S]*/exit .*\r?\n[\s\S]*?' + PROMPT, 30)
+    term.send(b'what is\\\ra unit test?\r')
     turn = term.expect(TURN_END, 60)
     assert '→ #1 drafter' in turn and '→ #4 summarizer' in turn
-    assert 'orchestrator>' in turn and 'what is a unit test?' in turn
+    assert re.search(r"drafter\(task='what is\\na unit test\? Focus on the basics\.'\)", turn), turn
+    assert 'orchestrator>' in turn and 'what is a unit test?' in turn  # Markdown joins a paragraph's lines
     footer = re.findall(r'run ([0-9a-f, ]+) · (\d+) call\(s\)', turn)
     assert len(footer) == 1 and re.fullmatch(r'[0-9a-f]{7,}', footer[0][0]) and footer[0][1] == '4', footer
     assert footer[0][0] != first_ids[0]
