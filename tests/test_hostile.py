@@ -30,7 +30,7 @@ class Secretive:
 
 @pytest.fixture(scope='module')
 def hostile() -> Any:
-    h = Harness(store=':memory:', limits={'max_duration_secs': 1.0, 'max_memory': 64 * 1024 * 1024})
+    h = Harness(store=':memory:', limits={'max_duration_secs': 0.3, 'max_memory': 64 * 1024 * 1024}, max_tool_calls=100)
 
     @h.tool
     async def ping(*, i: int) -> int:
