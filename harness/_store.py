@@ -939,6 +939,32 @@ class RunStore:
         return [Turn(*row[:7], usage=_decode(row[7]), trace_id=row[8], created=row[9]) for row in rows]
 
 
+    # -- the studio's reads (`harness ui`) ---------------------------------------------------------
+
+    def status_counts(self) -> dict[str, int]:
+        """How many runs have each status (the studio's filter shows them)."""
+        rows = self._read(lambda conn: conn.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall())
+        return {status: n for status, n in rows}
+
+    def forks_of(self, run_id: str) -> list[RunRow]:
+        """The runs forked from `run_id`, oldest first."""
+        return self._read(lambda conn: [
+            _run_from_db(row) for row in conn.execute(
+                f'SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run_id = ? ORDER BY created, rowid', (run_id,)
+            )
+        ])
+
+    def list_conversations(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Stored conversations, the latest updated first: conversation_id, created, updated, title, model and
+        their number of turns (not their messages)."""
+        rows = self._read(lambda conn: conn.execute(
+            'SELECT c.conversation_id, c.created, c.updated, c.title, c.model, '
+            '(SELECT count(*) FROM turns t WHERE t.conversation_id = c.conversation_id) '
+            'FROM conversations c ORDER BY c.updated DESC LIMIT ?', (limit,)
+        ).fetchall())
+        keys = ('conversation_id', 'created', 'updated', 'title', 'model', 'turns')
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
     # -- internals -------------------------------------------------------------------------------
 
     def _snapshot(self, sql: str, params: tuple[Any, ...]) -> SnapshotRow | None:
