@@ -155,11 +155,11 @@ async def _stream_response(node: Any, run: Any, view: TurnView) -> None:
                 text = text_of(stream.response.parts)
                 if not text.strip():
                     continue
-                if live is None:
+                if live is None:  # cut at the screen's height while it streams (no scrolled copies); whole at the end
                     status.stop()
                     console.print(Text(view.label, style='bold green'))
                     live = stack.enter_context(
-                        Live(console=console, refresh_per_second=12, vertical_overflow='visible')
+                        Live(console=console, refresh_per_second=12, vertical_overflow='ellipsis')
                     )
                 live.update(Answer(text, code_theme=view.code_theme))
             text = text_of(stream.response.parts)
