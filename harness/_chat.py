@@ -104,8 +104,9 @@ class Session:
         self.conversation.model = self.model_label
         try:
             self.store.save_conversation(self.conversation)
+            first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
             self.store.add_turn(Turn(
-                self.conversation.conversation_id, self.turns, outcome.agent_run_id, prompt, outcome.output, status,
+                self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
                 error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
             ))
         except StoreError as exc:  # the answer is on screen; losing its record is worth a line, not the session

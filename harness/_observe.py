@@ -43,7 +43,7 @@ async def observed(span: Any, store: RunStore | None, run_id: str, work: Awaitab
         while True:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
             try:
-                if store.cancel_requested(run_id):
+                if await asyncio.to_thread(store.cancel_requested, run_id):  # off the loop, as journal writes are
                     requested = True
                     target.cancel('harness cancel')
                     return
