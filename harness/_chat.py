@@ -209,7 +209,7 @@ class Session:
     def chat(self) -> None:
         """Read prompts until /exit, Ctrl-D (or Ctrl-C at the prompt)."""
         reader = PromptReader(self.console, self.store)
-        self.console.print('[dim]/help lists the commands; end a line with \\\\ to add another; Ctrl-C cancels a '
+        self.console.print('[dim]/help lists the commands; end a line with \\ to add another; Ctrl-C cancels a '
                            'turn, Ctrl-D leaves.[/dim]')
         while True:
             try:
