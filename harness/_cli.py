@@ -108,13 +108,25 @@ def build(
     return h, choice
 
 
-def build_or_exit(*args: Any) -> tuple[Harness, ModelChoice]:
+def build_or_exit(
+    store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None, *,
+    opens_store: bool = False,
+) -> tuple[Harness, ModelChoice]:
+    """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad one
+    is reported before anything runs."""
     from pydantic_ai.exceptions import UserError
 
     try:
-        return build(*args)
-    except (UserError, ValueError) as exc:  # RegistrationError is a UserError; ModelError, ConfigError ValueErrors
+        h, choice = build(store, agents, root, model)
+    except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
         raise fail(str(exc)) from None
+    if opens_store:
+        try:
+            _ = h.store
+        except StoreError as exc:
+            h.close()
+            raise fail(str(exc)) from None
+    return h, choice
 
 
 def read_script(script: Path) -> str:
@@ -122,9 +134,13 @@ def read_script(script: Path) -> str:
     if str(script) == '-':
         return sys.stdin.read()
     try:
-        return script.read_text()
+        return script.read_text(encoding='utf-8')
+    except IsADirectoryError:
+        raise fail(f'{script} is a directory: pass the workflow script file') from None
     except OSError as exc:
         raise fail(f'cannot read {script}: {exc.strerror}') from None
+    except UnicodeDecodeError as exc:
+        raise fail(f'{script} is not UTF-8 text (byte {exc.start}): save the script as UTF-8') from None
 
 
 def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
@@ -151,7 +167,7 @@ def exec_(
 ) -> None:
     """Run a workflow script directly, no model involved."""
     code = read_script(script)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
     inputs = parse_inputs(input)
     if not as_json:
         h.on_event = LiveCalls(console)
@@ -268,6 +284,8 @@ def ask(
     root: RootOpt = None,
 ) -> None:
     """One orchestrator turn, streamed: the script, every call, then the answer (Markdown) and the run ids."""
+    if not prompt.strip():
+        raise fail('the prompt is empty: ask something, e.g. harness ask "review src/ for bugs"')
     session = start_session(store, agents, root, model)
     try:
         outcome = session.turn(prompt)
@@ -402,6 +420,9 @@ def show(
         conversation = db.turns(turn.conversation_id) if turn is not None else []
         siblings = db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id) if run.orchestrator_run_id else []
         short = db.short_ids([r.run_id for r in siblings])
+        problems = db.verify(run.run_id)
+    if problems and not as_json:  # shown, but marked: what follows may not be what was written
+        err.print(f'[red]unverified:[/red] {escape(problems[0])}', soft_wrap=True)
     if call is not None:
         found = next((c for c in calls if c.seq == call), None)
         if found is None:
@@ -413,7 +434,8 @@ def show(
             show_call(console, run, found, spans)
         return
     if as_json:
-        print(json.dumps(show_json(run, calls, spans, usage, turn), indent=2, default=str))
+        shown = {**show_json(run, calls, spans, usage, turn), 'verified': not problems, 'problems': problems}
+        print(json.dumps(shown, indent=2, default=str))
         return
     show_run(console, run, calls, spans, usage=usage, turn=turn, conversation=conversation,
              siblings=sorted(siblings, key=lambda r: r.created), short=short, full=full)
@@ -561,7 +583,7 @@ def replay(
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
     require_store(store)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
@@ -592,7 +614,7 @@ def resume(
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
     require_store(store)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
                                          accept_changes=accept_changes), 'resumed')
 
@@ -614,7 +636,7 @@ def fork(
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
     require_store(store)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
                'forked')
 
@@ -628,7 +650,7 @@ def diff(
 ) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
     require_store(store)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
     try:
         found = h.diff(run_id)
     except WorkflowError as exc:
@@ -684,6 +706,8 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
         seqs = act(h)
     except WorkflowError as exc:
         raise fail(exc.message) from None
+    except StoreError as exc:
+        raise fail(str(exc)) from None
     finally:
         h.close()
     console.print(f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
@@ -721,7 +745,7 @@ def start_session(store: str | None, agents: list[str] | None, root: Path | None
     """The Harness, and a session of its orchestrator on the chosen model (or the offline planner)."""
     from ._chat import Session
 
-    h, choice = build_or_exit(store, agents, root, model)
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True)
     if choice.demo:
         from subagents.planner import demo_model
 

@@ -35,6 +35,8 @@ def resolve_store(store: str | None, config: ProjectConfig | None = None, *, sta
 
     So every subdirectory of a project shares the project's runs.
     """
+    if store == '':
+        raise ConfigError('--store is empty: pass a path to the run store, or leave it out for .harness/runs.db')
     if store or os.environ.get('HARNESS_STORE'):
         return store or os.environ['HARNESS_STORE']
     config = config if config is not None else find_project_config(start)
@@ -111,6 +113,14 @@ def load_object(spec: str, *, search_path: Path | None = None) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise RegistrationError(f'--agents {spec!r}: cannot import {module_name!r} ({exc}).') from None
+    except SyntaxError as exc:
+        raise RegistrationError(
+            f'--agents {spec!r}: {module_name!r} has a syntax error at line {exc.lineno}: {exc.msg}.'
+        ) from None
+    except (Exception, SystemExit) as exc:  # the user's module ran and failed: say where, not a traceback
+        raise RegistrationError(
+            f'--agents {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}'
+        ) from None
     obj: Any = module
     for part in attr.split('.'):
         if not hasattr(obj, part):

@@ -418,8 +418,13 @@ class RunStore:
         self.key_matches = True
         """False when the store was sealed with another key: it can be read, not verified or written."""
         in_memory = self.path == ':memory:'
+        if not in_memory and Path(self.path).is_dir():
+            raise StoreError(f'{self.path} is a directory: the run store is a file, e.g. {self.path}/runs.db')
         if not in_memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f'cannot create the run store {self.path}: {exc.strerror}') from None
         try:
             self._conn: sqlite3.Connection | None = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
