@@ -231,8 +231,8 @@ def details(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -
 
 LEGEND = """\
 **Rows.** *baseline*: 50 sequential `worker.run(...)` calls with no workflow at all; it measures the
-pydantic-ai version each side runs on (ours 2.68, reference 2.62), which every other row pays per
-sub-agent call. *one run_workflow, N calls*: one orchestrator run whose script awaits the sub-agent N
+pydantic-ai each side runs on (both 2.62, the version pydantic-evals pins), which every other row pays
+per sub-agent call. *one run_workflow, N calls*: one orchestrator run whose script awaits the sub-agent N
 times in a `for` loop. *gather*: one script doing `await asyncio.gather(*[worker(task=...) for i in
 range(N)])`. *32 workflows at once*: 32 orchestrator runs started together, each running a script that
 awaits a sub-agent which answers after `asyncio.sleep(0.2)`; "identical" means the 32 scripts of one

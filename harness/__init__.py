@@ -25,6 +25,18 @@ if TYPE_CHECKING:
         WorkflowRuntimeError,
         WorkflowTypeError,
     )
+    from ._evals import EvalError, EvalResult
+    from ._evaluators import (
+        HARNESS_EVALUATORS,
+        MaxBudgetUsed,
+        MaxCalls,
+        MaxCost,
+        MaxRefusals,
+        MaxRetries,
+        MaxTokens,
+        MaxWallTime,
+        MentionsExpected,
+    )
     from ._manifest import CatalogChange, CatalogChanged
     from ._records import CallEvent, CallRecord, Pending, WorkflowResult
     from ._rules import After
@@ -44,7 +56,18 @@ _WHERE = {
     'CatalogChanged': '._manifest',
     'CheckReport': '._check',
     'Diagnostic': '._check',
+    'EvalError': '._evals',
+    'EvalResult': '._evals',
+    'HARNESS_EVALUATORS': '._evaluators',
     'Harness': '._engine',
+    'MaxBudgetUsed': '._evaluators',
+    'MaxCalls': '._evaluators',
+    'MaxCost': '._evaluators',
+    'MaxRefusals': '._evaluators',
+    'MaxRetries': '._evaluators',
+    'MaxTokens': '._evaluators',
+    'MaxWallTime': '._evaluators',
+    'MentionsExpected': '._evaluators',
     'NeedsDecision': '._errors',
     'Pending': '._records',
     'PolicyViolation': '._errors',
@@ -78,6 +101,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    'HARNESS_EVALUATORS',
     'After',
     'Analysis',
     'BudgetExceeded',
@@ -89,7 +113,17 @@ __all__ = [
     'CatalogChanged',
     'CheckReport',
     'Diagnostic',
+    'EvalError',
+    'EvalResult',
     'Harness',
+    'MaxBudgetUsed',
+    'MaxCalls',
+    'MaxCost',
+    'MaxRefusals',
+    'MaxRetries',
+    'MaxTokens',
+    'MaxWallTime',
+    'MentionsExpected',
     'NeedsDecision',
     'Pending',
     'PolicyViolation',

@@ -116,9 +116,11 @@ class Callee:
     signature: FunctionSignature = field(init=False)
 
     def __post_init__(self) -> None:
+        parameters = self.params.model_json_schema()
+        check_keywords(self.name, parameters)
         sig = FunctionSignature.from_schema(
             name=self.name,
-            parameters_schema=self.params.model_json_schema(),
+            parameters_schema=parameters,
             return_schema=self.returns.schema,
         )
         object.__setattr__(self, 'signature', sig)
@@ -158,6 +160,20 @@ def check_name(name: str | None, existing: set[str], *, what: str) -> str:
             f'{what} name {name!r} is already registered: pass a different name="..." or remove the first one.'
         )
     return name
+
+
+def check_keywords(name: str, parameters: Mapping[str, Any]) -> None:
+    """Every parameter the stub shows must be a keyword argument a script can write. A field alias can
+    make one that is not (`Field(alias='from')`); pydantic-ai's `FunctionSignature` would render it as
+    is, giving stubs that do not parse."""
+    for param in parameters.get('properties', {}):
+        if not param.isidentifier() or keyword.iskeyword(param):
+            usable = param + '_' if keyword.iskeyword(param) else re.sub(r'\W|^(?=\d)', '_', param)
+            raise RegistrationError(
+                f'{name}: parameter {param!r} (a field alias?) is not a keyword argument a script can pass: '
+                f'name the field, and its alias if it has one, with a Python identifier that is not a keyword '
+                f'(e.g. {usable!r}).'
+            )
 
 
 def check_crossable(annotation: Any, *, where: str) -> TypeAdapter[Any]:

@@ -11,7 +11,7 @@ import dataclasses
 import getpass
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests
@@ -39,10 +39,13 @@ from ._run import execute
 from ._runner import ScriptRun
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
 from ._store import Decision, RunRow, RunStore, this_process
-from ._stubs import render_inputs, render_stubs
+from ._stubs import check_type_names, render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
 from ._values import NotPlainData, jsonable, plain
+
+if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness
+    from ._evals import EvalResult
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -244,6 +247,7 @@ class Harness:
 
     def add_callee(self, callee: Callee) -> None:
         """Register a prepared `Callee` (for example one taken from another Harness)."""
+        check_type_names([*(c for name, c in self._callees.items() if name != callee.name), callee])
         self._callees[callee.name] = callee
         self._stubs = self._manifest = None
 
@@ -555,6 +559,45 @@ class Harness:
             capabilities=[self.capability(on_event=on_event, allow=allow, deny=deny)],
             **agent_kwargs,
         )
+
+    # -- evals ------------------------------------------------------------------------------------
+
+    async def evaluate(
+        self,
+        dataset: Any,
+        *,
+        model: Any,
+        instructions: str | None = None,
+        name: str | None = None,
+        max_concurrency: int | None = 4,
+        progress: bool = False,
+        baseline: str | None = None,
+        reuse_calls: str | None = None,
+        reuse_side_effects: Iterable[str] = (),
+        **agent_kwargs: Any,
+    ) -> EvalResult:
+        """Score the orchestrator on a pydantic-evals `Dataset` (or a dataset file): each case's inputs are
+        the prompt (a string, or a mapping with `prompt`); its answer is the output the evaluators score.
+
+        Cases run at most `max_concurrency` at once; every case's scripts are stored runs, and the eval is
+        stored with pydantic-evals' report (`EvalResult.eval_id`). `baseline`: a stored eval whose report
+        this one is compared with (`EvalResult.render()` gives pydantic-evals' diff). `reuse_calls`: a
+        stored eval whose journal answers a call of the same case with the same callee and arguments (its
+        signature and `version=` unchanged) instead of running it; side-effecting callees and those that
+        need approval run live unless named in `reuse_side_effects`. It is also the baseline unless
+        another is given. `model`, `instructions` and `agent_kwargs` are as for `orchestrator`.
+        """
+        from ._evals import evaluate
+
+        return await evaluate(
+            self, dataset, model=model, instructions=instructions, name=name, max_concurrency=max_concurrency,
+            progress=progress, baseline=baseline, reuse_calls=reuse_calls, reuse_side_effects=reuse_side_effects,
+            **agent_kwargs,
+        )
+
+    def evaluate_sync(self, dataset: Any, **kwargs: Any) -> EvalResult:
+        """Blocking twin of `evaluate`."""
+        return self._sync(self.evaluate(dataset, **kwargs))
 
     # -- lifetime ---------------------------------------------------------------------------------
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from pydantic_ai import DeferredToolRequests
@@ -32,6 +32,7 @@ from pydantic_evals.evaluators import EvaluatorContext
 from pydantic_evals.lifecycle import CaseLifecycle
 from pydantic_evals.reporting import EvaluationReport, EvaluationReportAdapter, ReportCase, ReportCaseFailure
 
+from ._catalog import Callee
 from ._dispatch import charged
 from ._evaluators import HARNESS_EVALUATORS
 from ._recorded import RecordedCalls, answering_from
@@ -40,8 +41,20 @@ from ._store import RunRow, RunStore, StoreError
 from ._tracing import configure_tracing
 from ._usage import Totals, format_cost, of_responses
 
-if TYPE_CHECKING:
-    from ._engine import Harness
+
+class EvalHost(Protocol):
+    """What an eval needs of a `Harness`: its store, its catalog and budget, and its orchestrator."""
+
+    tracing: bool
+    max_agent_calls: int
+
+    @property
+    def store(self) -> RunStore | None: ...
+
+    @property
+    def callees(self) -> Mapping[str, Callee]: ...
+
+    def orchestrator(self, model: Any = None, *, instructions: str | None = None, **agent_kwargs: Any) -> Any: ...
 
 
 class EvalError(ValueError):
@@ -334,7 +347,12 @@ class CaseRun(CaseLifecycle[Any, Any, Any]):
                                     orchestrator, time.perf_counter() - started)
 
     async def prepare_context(self, ctx: EvaluatorContext[Any, Any, Any]) -> EvaluatorContext[Any, Any, Any]:
-        ctx.metrics.update(self.stats.metrics())  # replaces pydantic-evals' own span counts: the same, from the store
+        # The harness's first, in a fixed order; they replace pydantic-evals' counts from the spans (the same
+        # requests and tokens, read from the store), and any other metric a callee recorded follows them.
+        ours = self.stats.metrics()
+        others = {name: value for name, value in ctx.metrics.items() if name not in ours}
+        ctx.metrics.clear()
+        ctx.metrics.update({**ours, **others})
         ctx.attributes.update(self.stats.attributes())
         return ctx
 
@@ -360,7 +378,7 @@ async def orchestrator(inputs: Any) -> Any:
 class Evaluation:
     """One eval in progress: the orchestrator under test, and what it reuses and records."""
 
-    harness: Harness
+    harness: EvalHost
     store: RunStore
     agent: Any
     eval_id: str
@@ -383,16 +401,13 @@ class Evaluation:
 
 
 def trusted_calls(store: RunStore, run: RunRow) -> list[CallRecord]:
-    """A baseline run's journal, when it verifies (a reused result enters the sandbox as a replayed one
-    does); none of it when it does not."""
-    verify = getattr(store, 'verify', None)  # sealed stores only
-    if verify is not None and verify(run.run_id):
-        return []
-    return store.calls(run.run_id)
+    """A baseline run's journal when its seals verify (a reused result enters the sandbox as a replayed one
+    does, so it is trusted as much); none of it otherwise, and those calls run live."""
+    return [] if store.verify(run.run_id) else store.calls(run.run_id)
 
 
 async def evaluate(
-    harness: Harness,
+    harness: EvalHost,
     dataset: Dataset[Any, Any, Any] | str | Path,
     *,
     model: Any,
@@ -484,8 +499,3 @@ def stored_report(row: Mapping[str, Any]) -> EvaluationReport[Any, Any, Any]:
         raise EvalError(f'eval {row["eval_id"]} did not finish ({row["status"]}), so it has no report to compare '
                         'with; pick a finished one (`harness evals`).')
     return EvaluationReportAdapter.validate_json(row['report_json'])
-
-
-def short_cases(cases: Sequence[EvalCase]) -> list[tuple[str, list[str], str | None]]:
-    """Per case: its name, its script runs, and its error (for listing where to find them)."""
-    return [(c.name, c.stats.run_ids, c.error) for c in cases]

@@ -6,12 +6,13 @@ async function with keyword-only parameters and its output as a `TypedDict`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic_ai.function_signature import FunctionSignature
 
-from ._catalog import Callee
+from ._catalog import Callee, RegistrationError
 from ._prelude import HELPER_STUBS
 
 STUB_HEADER = 'import asyncio\nfrom typing import Any, Awaitable, Generic, Literal, NotRequired, TypedDict, TypeVar\n'
@@ -30,6 +31,36 @@ def render_stubs(callees: Iterable[Callee]) -> str:
     )
     blocks.append('# Join helpers, available in every script.\n' + HELPER_STUBS)
     return '\n\n'.join(block.rstrip('\n') for block in blocks) + '\n'
+
+
+def check_type_names(callees: Iterable[Callee]) -> None:
+    """Refuse a catalog whose stubs would name a type they do not define.
+
+    When two callees use different types of the same name, `FunctionSignature` renders each under its
+    callee's prefix (`a_Item`, `b_Item`). pydantic-ai 2.62 applies the prefix only where a callee uses the
+    type itself: inside another type (a field `items: list[Item]` of a model) the bare name stays, names
+    nothing, and the checker sees `Unknown` there.
+    """
+    signatures = [c.signature for c in callees]
+    conflicting = FunctionSignature.get_conflicting_type_names(signatures)
+    if not conflicting:
+        return
+    for sig in signatures:
+        for owner in sig.referenced_types:
+            if owner.name in conflicting:
+                continue
+            for field in owner.fields.values():
+                clash = sorted(conflicting & set(re.findall(r'[A-Za-z_]\w*', str(field.type))))
+                if clash:
+                    users = sorted(s.name for s in signatures if s is not sig and any(
+                        t.name == clash[0] for t in s.referenced_types))
+                    raise RegistrationError(
+                        f'{sig.name}: its type {owner.name} has a field {field.name!r} of type {clash[0]}, and '
+                        f'{" and ".join(users)} use{"s" if len(users) == 1 else ""} a different type also named '
+                        f'{clash[0]!r}; the stubs cannot '
+                        f'tell the two apart inside {owner.name}. Rename one of the two classes (e.g. '
+                        f'{owner.name}{clash[0]}).'
+                    )
 
 
 def render_inputs(inputs: Mapping[str, Any]) -> str:

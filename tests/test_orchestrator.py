@@ -20,7 +20,8 @@ from pydantic_ai.models.test import TestModel
 
 
 def retried(parts: list[Any]) -> list[str]:
-    """The retry messages the model got (pydantic-ai 2.68 sends them as retried tool returns)."""
+    """The retry messages the model got (pydantic-ai 2.62 sends them as retried tool returns; older ones as
+    `RetryPromptPart`s)."""
     found = []
     for part in parts:
         if isinstance(part, RetryPromptPart):
