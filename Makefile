@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench
+.PHONY: demo eval test test-slow lint bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(VENV)/bin/harness ask "review the code in examples/sample_project"
+
+# The example eval: review tasks over the sample project, scored offline (a real model with HARNESS_MODEL).
+eval: $(STAMP)
+	$(VENV)/bin/harness eval examples/evals/review.yaml
 
 # The default tier: everything but tests marked `slow` (pyproject.toml deselects them).
 test: $(STAMP)
