@@ -330,6 +330,50 @@ def chat(
         close_session(session)
 
 
+@app.command()
+def ui(
+    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).')] = 8765,
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """The studio: a local web page to chat with the orchestrator, read runs and traces, approve, replay, fork.
+
+    Served on 127.0.0.1 only, until Ctrl-C; the page is part of harness (no CDN). Its JSON API is in the README.
+    """
+    try:  # Starlette and uvicorn: the `ui` extra
+        from ._studio import create_app, listen, serve
+    except ImportError as exc:
+        raise fail(f"the studio needs {exc.name}: pip install 'harness[ui]'") from None
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True)
+    if choice.demo:
+        from subagents.planner import demo_model
+
+        model_object: Any = demo_model()
+    else:
+        model_object = choice.model
+    try:
+        sock = listen(port)
+    except OSError as exc:
+        h.close()
+        raise fail(f'{exc} (another program uses it? pass --port, or --port 0 for any free port)') from None
+    app_ = create_app(h, model=model_object, model_label=choice.label, demo=choice.demo,
+                      notice=DEMO_NOTICE if choice.demo else '')
+    url = f'http://127.0.0.1:{sock.getsockname()[1]}'
+    if choice.demo:
+        console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+    console.print(f'studio: {url}  [dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; '
+                  'Ctrl-C stops it)[/dim]', soft_wrap=True)
+    try:
+        serve(app_, sock)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+        h.close()
+
+
 # -- stored runs ----------------------------------------------------------------------------------
 
 
