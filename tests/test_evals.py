@@ -337,8 +337,14 @@ def test_the_example_eval_runs_offline_then_reuses_every_call(cli, tmp_path):
     assert f'Evaluation Diff: {eval_id[:7]} →' in second
     assert f'{calls} call(s): 0 live, {calls} reused from eval {eval_id}' in second
     assert f'against eval {eval_id}: unchanged: 4' in second
+    # New instructions from a file: the demo planner writes the same scripts, so nothing runs live again.
+    (tmp_path / 'instructions.md').write_text('You review code. Be brief.\n')
+    third = ok(cli(['eval', str(EXAMPLE), '--store', store, '--reuse-calls', eval_id, '--instructions',
+                    str(tmp_path / 'instructions.md')], cwd=REPO, columns=200))
+    assert 'instructions: default → sha256:' in third and f'{calls} call(s): 0 live' in third
     listed = json.loads(ok(cli(['evals', '--json', '--store', store], cwd=REPO)))
-    assert [row['summary']['reused_calls'] for row in listed] == [int(calls), 0]
+    assert [row['summary']['reused_calls'] for row in listed] == [int(calls), int(calls), 0]
+    assert listed[0]['instructions'] == 'You review code. Be brief.\n'
     assert eval_id[:7] in ok(cli(['evals', '--store', store], cwd=REPO, columns=200))
 
 
