@@ -126,7 +126,7 @@ function pre(text, className = 'code') {
 }
 
 function section(title, ...children) {
-  return h('section', { class: 'panel' }, h('h2', { text: title }), ...children);
+  return h('section', { class: 'panel', 'data-section': title.toLowerCase() }, h('h2', { text: title }), ...children);
 }
 
 function stopPolling() {
@@ -600,6 +600,7 @@ class TurnView {
     this.calls = new Map();
     this.answer = null;
     this.answerText = '';
+    this.deltas = 0;
     this.pendingRender = false;
     this.body = h('div', { class: 'turn-body' });
     this.status = h('div', { class: 'thinking muted' }, h('span', { class: 'spinner' }), ' thinking…');
@@ -669,6 +670,8 @@ class TurnView {
     } else if (type === 'text-delta') {
       if (!this.answer) this.onChunk({ type: 'text-start' });
       this.answerText += chunk.delta;
+      this.deltas += 1;
+      this.element.dataset.deltas = String(this.deltas);  // how the answer arrived: the tests read it
       if (!this.pendingRender) {
         this.pendingRender = true;
         requestAnimationFrame(() => this.renderAnswer());

@@ -1,0 +1,371 @@
+"""The studio's server (`harness ui`): its JSON API, its actions and its chat stream, over real HTTP.
+
+Each test starts the real Starlette app under uvicorn on a free port of 127.0.0.1 (in a thread of this process,
+so the orchestrator can be a pydantic-ai `FunctionModel`) and talks to it with urllib, as the page does with
+fetch. The runs it shows are made first by another Harness on the same store file and catalog, as a `harness
+exec` would have made them. The page itself, in a real browser, is `test_studio_browser.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from harness import Harness
+from subagents import register_builtins
+from subagents.planner import demo_model
+
+HOLD: dict[str, Any] = {}
+"""`slow_step` waits on `HOLD['go']` while it is set (the interrupted-run test), and says so on `HOLD['started']`."""
+
+
+async def send_email(*, to: str, body: str) -> str:
+    """Send an email; a person approves each one."""
+    return f'sent to {to}'
+
+
+async def lookup(*, key: str) -> dict[str, int]:
+    """The ledger's counts for `key`."""
+    if key == 'missing':
+        raise KeyError(f'no entry {key!r} in the ledger')
+    return {'count': len(key)}
+
+
+async def slow_step(*, n: int) -> int:
+    """A step that can be held until the run is interrupted."""
+    if 'go' in HOLD:
+        HOLD['started'].set()
+        await HOLD['go'].wait()
+    return n * 2
+
+
+def catalog(h: Harness) -> Harness:
+    """The one catalog of these tests: a run is resumed, replayed and forked only under the catalog it ran on."""
+    register_builtins(h, model=None)
+    h.tool(side_effect=True, approval=True)(send_email)
+    h.tool(lookup)
+    h.tool(slow_step)
+    return h
+
+
+@dataclass
+class Studio:
+    url: str
+    harness: Harness
+
+    def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
+                raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        sent = {'content-type': 'application/json'} if data is not None else {}
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={**sent, **(headers or {})})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+    def get(self, path: str) -> Any:
+        status, _, body = self.request('GET', path)
+        assert status == 200, (path, status, body)
+        return json.loads(body)
+
+    def post(self, path: str, body: Any = None, *, expect: int = 200) -> Any:
+        status, _, data = self.request('POST', path, body if body is not None else {})
+        assert status == expect, (path, status, data)
+        return json.loads(data)
+
+    def chat(self, conversation_id: str, text: str | None, *, path: str = '/api/chat') -> list[dict[str, Any]]:
+        """One chat request; the chunks of the stream it answers with (its `data:` lines, in order)."""
+        parts = [{'type': 'text', 'text': text}]
+        messages = [] if text is None else [{'id': f'm{len(text)}', 'role': 'user', 'parts': parts}]
+        status, headers, body = self.request('POST', path, {'trigger': 'submit-message', 'id': conversation_id,
+                                                            'messages': messages})
+        assert status == 200, body
+        assert headers['content-type'].startswith('text/event-stream')
+        lines = [line[6:] for line in body.decode().splitlines() if line.startswith('data: ')]
+        assert lines[-1] == '[DONE]'
+        return [json.loads(line) for line in lines[:-1]]
+
+
+@pytest.fixture
+def studio(tmp_path: Path) -> Iterator[Callable[..., Studio]]:
+    """Start the studio on a store (`model`: the orchestrator's); stopped, and its Harness closed, after the test."""
+    import uvicorn
+
+    from harness._studio import create_app, listen
+
+    started: list[tuple[uvicorn.Server, threading.Thread, Harness]] = []
+
+    def start(model: Any = None) -> Studio:
+        h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+        app = create_app(h, model=model or demo_model(), model_label='test model')
+        sock = listen(0)
+        server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='on'))
+        thread = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
+        thread.start()
+        started.append((server, thread, h))
+        return Studio(f'http://127.0.0.1:{sock.getsockname()[1]}', h)
+
+    yield start
+    for server, thread, h in started:
+        server.should_exit = True
+        thread.join(30)
+        h.close()
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Callable[..., Any]:
+    """Make runs in the store the studio will show, with a Harness of the same catalog (closed after each)."""
+
+    def make(code: str, **kwargs: Any) -> Any:
+        with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+            try:
+                return h.run_sync(code, **kwargs)
+            except Exception as exc:
+                return exc
+
+    return make
+
+
+def test_runs_and_one_run(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
+    ok = runs('import asyncio\ncounts = await asyncio.gather(lookup(key="ab"), lookup(key="abc"))\ncounts\n')
+    failed = runs('found = await lookup(key="here")\ngone = await lookup(key="missing")\ngone\n')
+    waiting = runs('sent = await send_email(to="a@example.com", body="hi")\nsent\n')
+    s = studio()
+
+    listing = s.get('/api/runs')
+    assert [r['run_id'] for r in listing['runs']] == [waiting.run_id, failed.run_id, ok.run_id]  # newest first
+    assert listing['counts']['completed'] == 1 and listing['counts']['failed'] == 1
+    assert listing['counts']['waiting'] == 1 and listing['total'] == 3
+    first = listing['runs'][2]
+    assert first['status'] == 'completed' and first['calls'] == 2 and first['duration'] > 0
+    assert first['short_id'] == ok.run_id[:len(first['short_id'])] and len(first['short_id']) >= 7
+    only = s.get('/api/runs?status=failed&status=waiting')
+    assert {r['run_id'] for r in only['runs']} == {failed.run_id, waiting.run_id}
+
+    page = s.get(f'/api/runs/{failed.run_id[:9]}')  # a prefix names the run
+    assert page['run_id'] == failed.run_id and page['status'] == 'failed' and page['calls_count'] == 2
+    assert page['script'].startswith('found = await lookup')
+    one, two = page['calls']
+    assert one['arguments'] == {'key': 'here'} and one['result'] == {'count': 4} and one['status'] == 'ok'
+    assert two['status'] == 'error' and two['error'] == 'lookup failed with KeyError'  # what the script saw
+    assert two['exceptions'][0]['type'] == 'KeyError'  # and what the operator sees
+    assert "no entry 'missing' in the ledger" in two['exceptions'][0]['message']
+    assert 'Traceback' in two['exceptions'][0]['stacktrace']
+    assert two['started'] >= one['started'] and two['duration'] is not None and two['attempt'] == 1
+    assert 'lookup failed with KeyError' in page['error']
+    [root] = page['spans']
+    assert root['name'] == f'run_workflow {failed.run_id}' and root['status'] == 'error'
+    names = [child['name'] for child in root['children']]
+    assert names == ['check', 'call lookup', 'call lookup']
+    assert root['children'][2]['exceptions'][0]['type'] == 'KeyError'
+    graph = page['graph']
+    assert [(n['callee'], n['line'], n['taken']) for n in graph['nodes']] == [('lookup', 1, True), ('lookup', 2, True)]
+    taken = {(e['from'], e['to']) for e in graph['edges'] if e['taken']}
+    assert taken == {('start', 'n0'), ('n0', 'n1'), ('n1', 'end')}
+    assert 'flowchart TD' in graph['mermaid'] and 'class n0,n1 taken' in graph['mermaid']
+    assert page['actions'] == {'replay': True, 'resume': False, 'fork': True, 'decide': False}
+
+    held = s.get(f'/api/runs/{waiting.run_id}')
+    assert held['pending'] == [{'seq': 1, 'callee': 'send_email', 'arguments': {'to': 'a@example.com', 'body': 'hi'}}]
+    assert held['actions']['decide'] and not held['actions']['resume']  # decide first; the page resumes then
+    assert s.get('/api/pending')['pending'] == [{'run_id': waiting.run_id, **held['pending'][0]}]
+
+
+def test_requests_the_api_refuses(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
+    done = runs('await lookup(key="a")\n')
+    s = studio()
+    status, _, body = s.request('GET', '/api/runs/nothere')
+    assert status == 404 and json.loads(body)['error'] == 'not_found'
+    status, _, body = s.request('GET', '/api/runs?status=done')
+    assert status == 400 and 'status' in json.loads(body)['message']
+    # Not JSON: refused before anything runs (a page elsewhere cannot post JSON without a CORS preflight).
+    plain = {'content-type': 'text/plain'}
+    status, _, _ = s.request('POST', f'/api/runs/{done.run_id}/replay', raw=b'{}', headers=plain)
+    assert status == 415
+    status, _, _ = s.request('POST', '/api/chat', raw=b'{}', headers=plain)
+    assert status == 415
+    # Another host name (DNS rebinding) is refused; the page's own host is served, with its content policy.
+    status, _, _ = s.request('GET', '/api/runs', headers={'host': 'evil.example'})
+    assert status == 400
+    status, headers, body = s.request('GET', f'/runs/{done.run_id}')
+    assert status == 200 and b'/static/studio.js' in body
+    assert "script-src 'self'" in headers['content-security-policy']
+    status, _, body = s.request('GET', '/static/studio.js')
+    assert status == 200 and b'renderMarkdown' in body
+    status, _, body = s.request('POST', f'/api/runs/{done.run_id}/explode', {})
+    assert status == 404
+    status, _, body = s.request('POST', f'/api/runs/{done.run_id}/fork', {'at': 'first', 'result': 1})
+    assert status == 400 and 'at must be a whole number' in json.loads(body)['message']
+
+
+def test_approve_and_reject_then_resume(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
+    code = ('a = await send_email(to="a@example.com", body="one")\n'
+            'try:\n    b = await send_email(to="b@example.com", body="two")\n'
+            'except PermissionError as exc:\n    b = f"refused: {exc}"\n[a, b]\n')
+    waiting = runs(code)
+    assert waiting.status == 'waiting'
+    s = studio()
+    decided = s.post(f'/api/runs/{waiting.run_id}/approve', {'seq': 1})
+    assert decided['decided'] == [1] and decided['pending'] == []
+    resumed = s.post(f'/api/runs/{waiting.run_id}/resume')
+    assert resumed['status'] == 'waiting' and [p['seq'] for p in resumed['waiting']] == [2]  # the next one
+    refused = s.post(f'/api/runs/{waiting.run_id}/reject', {'seq': 2}, expect=400)
+    assert 'reason' in refused['message']
+    s.post(f'/api/runs/{waiting.run_id}/reject', {'seq': 2, 'reason': 'not to b', 'by': 'ops lead'})
+    resumed = s.post(f'/api/runs/{waiting.run_id}/resume')
+    assert resumed['status'] == 'completed' and resumed['run_id'] == waiting.run_id
+    assert resumed['value'] == ['sent to a@example.com', 'refused: send_email was rejected by ops lead: not to b']
+    page = s.get(f'/api/runs/{waiting.run_id}')
+    assert page['status'] == 'completed' and page['pending'] == []
+    assert [(c['status'], c['decision']['approved']) for c in page['calls']] == [('ok', True), ('refused', False)]
+    assert page['calls'][1]['decision']['reason'] == 'not to b'
+    assert page['calls'][1]['decision']['decided_by'] == 'ops lead'
+
+
+def test_replay_and_fork(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
+    done = runs('a = await lookup(key="ab")\nb = await lookup(key="abcd")\n[a["count"], b["count"]]\n')
+    s = studio()
+    replayed = s.post(f'/api/runs/{done.run_id}/replay')
+    assert replayed['status'] == 'completed' and replayed['value'] == [2, 4] and replayed['stored'] is False
+    assert [c['source'] for c in replayed['calls']] == ['replayed', 'replayed']
+    assert s.get('/api/runs')['total'] == 1  # a replay stores nothing
+
+    forked = s.post(f'/api/runs/{done.run_id}/fork', {'at': 1, 'result': {'count': 40}})
+    assert forked['status'] == 'completed' and forked['value'] == [40, 4] and forked['run_id'] != done.run_id
+    child = s.get(f'/api/runs/{forked["run_id"]}')
+    assert child['parent_run_id'] == done.run_id and child['fork_at'] == 1
+    assert [c['source'] for c in child['calls']] == ['answered', 'live']  # #1 the given answer, #2 ran
+    assert [f['run_id'] for f in s.get(f'/api/runs/{done.run_id}')['forks']] == [forked['run_id']]
+
+    # The result is validated against the callee's return type: refused, and nothing ran.
+    wrong = s.post(f'/api/runs/{done.run_id}/fork', {'at': 1, 'result': 'forty'}, expect=409)
+    assert 'refused' in wrong['message'] and 'lookup' in wrong['message']
+    assert s.get('/api/runs')['total'] == 2
+    past = s.post(f'/api/runs/{done.run_id}/fork', {'at': 9, 'result': {'count': 1}}, expect=409)
+    assert 'between 1 and 2' in past['message']
+
+
+async def test_resume_an_interrupted_run(studio: Callable[..., Studio], tmp_path: Path) -> None:
+    HOLD.update(go=asyncio.Event(), started=asyncio.Event())
+    try:
+        async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+            task = asyncio.create_task(h.run('x = await lookup(key="k")\ny = await slow_step(n=21)\n[x, y]\n'))
+            await HOLD['started'].wait()  # the second call is running: stop the run there
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    finally:
+        HOLD.clear()
+    s = await asyncio.to_thread(studio)
+    [row] = (await asyncio.to_thread(s.get, '/api/runs'))['runs']
+    assert row['status'] == 'interrupted'
+    page = await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}')
+    assert page['actions']['resume']
+    resumed = await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/resume')
+    assert resumed['status'] == 'completed' and resumed['value'] == [{'count': 1}, 42]
+    page = await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}')
+    assert [c['source'] for c in page['calls']] == ['live', 'live'] and page['calls'][1]['attempt'] == 2
+
+
+def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., Studio]) -> None:
+    s = studio()
+    chunks = s.chat('conversation-one', 'what makes a good test?')
+    types = [c['type'] for c in chunks]
+    script = next(c for c in chunks if c['type'] == 'tool-input-available')
+    assert script['toolName'] == 'run_workflow' and 'drafter(' in script['input']['code']
+    calls = [c['data'] for c in chunks if c['type'] == 'data-call']
+    assert [c['kind'] for c in calls].count('started') == 4 and [c['kind'] for c in calls].count('finished') == 4
+    assert calls[0]['text'].startswith("drafter(task='what makes a good test?")
+    # The calls ran while the script did: after the script was sent, before its result came back.
+    assert types.index('tool-input-available') < types.index('data-call') < types.index('tool-output-available')
+    deltas = [c['delta'] for c in chunks if c['type'] == 'text-delta']
+    assert len(deltas) > 1  # streamed a few words at a time
+    [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
+    assert turn['status'] == 'completed' and turn['turn'] == 1 and len(turn['runs']) == 1
+    assert turn['runs'][0]['calls'] == 4 and turn['usage']['orchestrator']['requests'] == 2
+    assert types.index('data-turn') > types.index('text-delta')
+
+    second = s.chat('conversation-one', 'and why is it good?')
+    assert [c['data']['turn'] for c in second if c['type'] == 'data-turn'] == [2]
+    listed = s.get('/api/conversations')['conversations']
+    assert [(c['conversation_id'], c['title'], c['turns']) for c in listed] == [
+        ('conversation-one', 'what makes a good test?', 2)]
+    stored = s.get('/api/conversations/conversation-one')
+    assert [t['prompt'] for t in stored['turns']] == ['what makes a good test?', 'and why is it good?']
+    assert stored['turns'][0]['answer'] == ''.join(deltas)
+    assert stored['turns'][0]['runs'][0]['calls_made'][0]['callee'] == 'drafter'
+    # The second turn's model saw the first: the history lives on the server.
+    messages = s.harness.store.get_conversation('conversation-one')
+    assert messages is not None and messages.messages_json.count('what makes a good test?') >= 1
+    run = s.get(f'/api/runs/{turn["runs"][0]["run_id"]}')
+    assert run['turn']['prompt'] == 'what makes a good test?' and run['turn']['conversation_id'] == 'conversation-one'
+    assert s.get('/api/runs')['runs'][-1]['title'] == 'what makes a good test?'  # named by its turn's prompt
+
+
+APPROVAL_SCRIPT = 'sent = await send_email(to="ops@example.com", body="deploy done")\nsent\n'
+
+
+def approval_model() -> FunctionModel:
+    """An orchestrator that sends one email through a script, then answers with what the script returned."""
+
+    def respond(messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        for part in last.parts if isinstance(last, ModelRequest) else []:
+            if isinstance(part, ToolReturnPart):
+                return ModelResponse(parts=[TextPart(f'Done: **{part.content}**.')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT}, tool_call_id='mail')])
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        for part in respond(messages, info).parts:
+            if isinstance(part, TextPart):
+                for word in part.content.split(' '):
+                    yield word + ' '
+            elif isinstance(part, ToolCallPart):
+                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
+                                        tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream)
+
+
+def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -> None:
+    s = studio(approval_model())
+    chunks = s.chat('conversation-two', 'tell ops the deploy is done')
+    [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
+    assert turn['status'] == 'waiting'
+    [run] = turn['waiting']
+    assert run['pending'] == [{'seq': 1, 'callee': 'send_email',
+                               'arguments': {'to': 'ops@example.com', 'body': 'deploy done'}}]
+    assert not [c for c in chunks if c['type'] == 'text-delta']  # no answer yet
+
+    busy = s.request('POST', '/api/chat', {'trigger': 'submit-message', 'id': 'conversation-two', 'messages': [
+        {'id': 'x', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello?'}]}]})
+    assert busy[0] == 409 and 'waits for approval' in json.loads(busy[2])['message']
+
+    s.post(f'/api/runs/{run["run_id"]}/approve', {'seq': 1})
+    more = s.chat('conversation-two', None, path='/api/chat?continue=1')
+    calls = [c['data'] for c in more if c['type'] == 'data-call']
+    assert [(c['kind'], c['callee']) for c in calls] == [('started', 'send_email'), ('finished', 'send_email')]
+    output = next(c for c in more if c['type'] == 'tool-output-available')
+    assert output['output'] == 'sent to ops@example.com'
+    answer = ''.join(c['delta'] for c in more if c['type'] == 'text-delta')
+    assert answer.strip() == 'Done: **sent to ops@example.com**.'
+    [turn] = [c['data'] for c in more if c['type'] == 'data-turn']
+    assert turn['status'] == 'completed' and turn['turn'] == 1 and turn['runs'][0]['status'] == 'completed'
+    stored = s.get('/api/conversations/conversation-two')['turns']
+    assert [(t['turn'], t['status']) for t in stored] == [(1, 'completed')]
+    assert s.get(f'/api/runs/{run["run_id"]}')['calls'][0]['decision']['approved'] is True
+    again = s.request('POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two',
+                                                       'messages': []})
+    assert again[0] == 409  # nothing waits any more

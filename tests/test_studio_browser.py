@@ -1,0 +1,185 @@
+"""The studio in a real browser: `harness ui` started as a user starts it, driven in headless Chromium.
+
+Debian's `chromium` (installed by `.ci/run`; `HARNESS_CHROMIUM` names another) through Playwright; Playwright's
+own browser download is not used. One `harness ui --port 0` process serves a store holding a completed, a
+failed and a waiting run (made by `harness exec`, with `tests/studio_catalog.py` beside the built-ins) and the
+offline demo planner as the orchestrator. Every wait is for something the page shows, never for time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Child
+
+pytestmark = pytest.mark.slow
+
+TESTS = Path(__file__).parent
+SAMPLE = TESTS.parent / 'examples' / 'sample_project'
+HARNESS = str(Path(sys.executable).with_name('harness'))
+CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+                 '--disable-sync', '--no-first-run', '--disable-dev-shm-usage']
+SCRIPTS = {
+    'ok': 'import asyncio\nfiles = await list_files(pattern="*.py")\n'
+          'counts = await asyncio.gather(*[lookup(key=f) for f in files[:2]])\n'
+          '{"files": len(files), "counts": counts}\n',
+    'failed': 'found = await lookup(key="present")\ngone = await lookup(key="missing")\ngone\n',
+    'waiting': 'summary = await lookup(key="weekly")\n'
+               'sent = await send_email(to="team@example.com", body=f"weekly: {summary[\'count\']} items")\n'
+               '{"summary": summary, "sent": sent}\n',
+}
+
+
+def chromium() -> str:
+    found = os.environ.get('HARNESS_CHROMIUM') or shutil.which('chromium') or shutil.which('chromium-browser')
+    if not found:
+        pytest.fail("no chromium: install Debian's (apt-get install chromium; .ci/run does) or set HARNESS_CHROMIUM")
+    return found
+
+
+class Studio:
+    def __init__(self, url: str, child: Child, runs: dict[str, str]) -> None:
+        self.url, self.child, self.runs = url, child, runs
+
+    def api(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=30) as response:
+            return json.loads(response.read())
+
+
+@pytest.fixture(scope='module')
+def studio(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any], spawn: Callable[..., Child],
+           offline_env: Callable[..., dict[str, str]]) -> Iterator[Studio]:
+    home = tmp_path_factory.mktemp('studio')
+    store = str(home / 'runs.db')
+    common = ['--store', store, '--agents', 'studio_catalog:catalog', '--root', str(SAMPLE)]
+    runs = {}
+    for name, code in SCRIPTS.items():
+        (home / f'{name}.py').write_text(code)
+        made = cli(['exec', f'{name}.py', '--json', *common], cwd=home)
+        runs[name] = json.loads(made.stdout.strip().splitlines()[-1])['run_id']
+    env = offline_env(PYTHONPATH=str(TESTS))
+    child = spawn([HARNESS, 'ui', '--port', '0', *common], env=env, cwd=home)
+    url = re.search(r'http://127\.0\.0\.1:\d+', child.expect('studio: ')).group(0)
+    yield Studio(url, child, runs)
+    child.proc.send_signal(signal.SIGINT)  # Ctrl-C: uvicorn shuts down, the command closes its Harness
+    assert child.wait(30) == 0, child.describe()
+    assert 'Traceback' not in ''.join(child.stderr), child.describe()
+
+
+@pytest.fixture(scope='module')
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page; a JavaScript error on it fails the test."""
+    context = browser.new_context(viewport={'width': 1280, 'height': 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on('pageerror', lambda exc: errors.append(str(exc)))
+    opened.set_default_timeout(30_000)
+    yield opened
+    context.close()
+    assert not errors, errors
+
+
+def test_the_runs_page_lists_the_runs(studio: Studio, page: Any) -> None:
+    page.goto(studio.url + '/runs')
+    rows = page.locator('#runs-table tbody tr')
+    rows.first.wait_for()
+    assert rows.count() == 3
+    statuses = {r: page.locator(f'#runs-table tr[data-run-id="{run_id}"]').get_attribute('data-status')
+                for r, run_id in studio.runs.items()}
+    assert statuses == {'ok': 'completed', 'failed': 'failed', 'waiting': 'waiting'}
+    assert page.locator('.chip[data-status=failed] .count').inner_text() == '1'
+    assert page.locator('#pending-badge').inner_text() == '1'  # one call waits for a person
+    page.click('.chip[data-status=failed]')
+    page.wait_for_url('**/runs?status=failed')
+    page.locator('#runs-table tbody tr').first.wait_for()
+    assert page.locator('#runs-table tbody tr').count() == 1
+    assert page.locator('#runs-table tbody tr').get_attribute('data-run-id') == studio.runs['failed']
+
+
+def test_a_run_page_shows_its_calls_trace_and_graph(studio: Studio, page: Any) -> None:
+    page.goto(studio.url + '/runs')
+    page.click(f'#runs-table tr[data-run-id="{studio.runs["failed"]}"] a')
+    page.wait_for_url(f'**/runs/{studio.runs["failed"]}')
+    page.locator('.run-page[data-status=failed]').wait_for()
+    assert page.locator('h1 .run-id').inner_text() == studio.runs['failed']
+    rows = page.locator('tr.call-row')
+    assert rows.count() == 2
+    assert [rows.nth(i).get_attribute('data-status') for i in range(2)] == ['ok', 'error']
+    assert page.locator('pre.python .line').count() == 3  # the script, highlighted line by line
+    detail = page.locator('tr.call-detail[data-seq="2"]')
+    assert not detail.is_visible()
+    rows.nth(1).click()
+    detail.wait_for()
+    text = detail.inner_text()
+    assert '"key": "missing"' in text  # the full arguments
+    assert 'lookup failed with KeyError' in text  # what the script saw
+    assert "KeyError: \"no entry 'missing' in the ledger\"" in text  # what the callee raised (operator side)
+    assert page.locator('pre.python .line.focus').get_attribute('data-line') == '2'
+    assert page.locator('svg.graph .node.taken').count() == 2  # both call sites, on the path taken
+    assert page.locator('svg.graph path.edge.taken').count() == 3  # start -> #1 -> #2 -> end
+    spans = page.locator('li.span .span-label').all_inner_texts()
+    assert spans[0].startswith(f'run_workflow {studio.runs["failed"]}')
+    assert sum(label.startswith('call lookup') for label in spans) == 2
+
+
+def test_chat_streams_an_offline_demo_turn(studio: Studio, page: Any) -> None:
+    page.goto(studio.url + '/chat')
+    page.locator('.notice.info').filter(has_text='Offline demo mode').wait_for()
+    page.fill('#prompt', 'what makes a test suite trustworthy?')
+    page.press('#prompt', 'Enter')
+    page.wait_for_url(re.compile(r'.*/chat/[0-9a-f]{24}$'))
+    turn = page.locator('.turn[data-status=completed]')
+    turn.wait_for()
+    assert 'drafter(task=' in turn.locator('.script-code').inner_text()  # the script the planner wrote
+    assert turn.locator('.script-code .tok-kw').count() > 0  # highlighted
+    live = turn.locator('li.live-call')
+    assert live.count() == 4 and turn.locator('li.live-call[data-kind=finished]').count() == 4
+    answer = turn.locator('.answer').inner_text()
+    conversation_id = page.url.rsplit('/', 1)[1]
+    stored = studio.api(f'/api/conversations/{conversation_id}')['turns'][0]
+    assert stored['status'] == 'completed' and ' '.join(stored['answer'].split()) == ' '.join(answer.split())
+    assert int(turn.get_attribute('data-deltas')) > 1  # the answer arrived in pieces, as it was written
+    footer = turn.locator('.turn-footer').inner_text()
+    assert '4 call(s)' in footer and 'orchestrator: 2 request(s)' in footer
+    page.locator(f'ul.conversations a[data-conversation="{conversation_id}"]').wait_for()  # listed, stored
+    page.reload()  # the stored conversation reads as it did live
+    page.locator('.turn .answer').wait_for()
+    assert ' '.join(page.locator('.turn .answer').inner_text().split()) == ' '.join(answer.split())
+    assert page.locator('.turn li.live-call').count() == 4
+
+
+def test_approving_a_waiting_call_completes_the_run(studio: Studio, page: Any) -> None:
+    run_id = studio.runs['waiting']
+    page.goto(studio.url + '/runs?status=waiting')
+    page.click(f'#runs-table tr[data-run-id="{run_id}"] a')
+    pending = page.locator('.approvals .pending-call[data-seq="2"]')
+    pending.wait_for()
+    assert '"to": "team@example.com"' in pending.inner_text()
+    pending.locator('button.approve').click()
+    page.locator('.run-page[data-status=completed]').wait_for()  # approved, then resumed by the page
+    assert page.locator('.notice.ok').inner_text() == f'resumed run {run_id[:7]}: it is completed'
+    assert page.locator('tr.call-row[data-seq="2"]').get_attribute('data-status') == 'ok'
+    assert 'approved' in page.locator('tr.call-row[data-seq="2"]').inner_text()
+    assert 'sent to team@example.com' in page.locator('section[data-section=value]').inner_text()
+    assert studio.api(f'/api/runs/{run_id}')['status'] == 'completed'
+    page.locator('#pending-badge.hidden').wait_for(state='attached')  # nothing waits any more
