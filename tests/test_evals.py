@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,22 @@ def test_a_changed_callee_is_not_reused(make_harness):
     assert len(w2.reviews) == 3 and again.reused_calls == 0  # and the summaries differ: other findings went in
     assert again.live_agent_calls == 5
     assert len(w.reviews) == 3
+
+
+def test_a_journal_edited_in_the_store_is_not_reused(make_harness, tmp_path):
+    """A reused result enters the sandbox as a replayed one does: only from a journal whose seals verify."""
+    h = make_harness(store=str(tmp_path / 'runs.db'))
+    w = World(h)
+    baseline = h.evaluate_sync(dataset(), model=orchestrator_model())
+    forged = next(c for c in baseline.cases if c.name == 'one').stats.run_ids[0]
+    with sqlite3.connect(tmp_path / 'runs.db') as db:
+        db.execute("UPDATE calls SET result_json = '[\"b.py:1 FORGED\"]' WHERE run_id = ? AND callee = 'reviewer'",
+                   (forged,))
+    again = h.evaluate_sync(dataset(), model=orchestrator_model(), reuse_calls=baseline.eval_id)
+    one = next(c for c in again.cases if c.name == 'one')
+    assert one.stats.reused_calls == 0 and one.stats.live_agent_calls == 2  # its whole run was distrusted
+    assert next(c for c in again.cases if c.name == 'both').stats.reused_calls == 3
+    assert 'FORGED' not in str([c.output for c in again.report.cases]) and len(w.reviews) == 4
 
 
 def test_identical_calls_are_answered_in_the_order_they_were_recorded(make_harness):
