@@ -24,8 +24,12 @@ RESUMABLE = frozenset({'interrupted', 'needs_decision', 'waiting'})
 
 
 def title(run: RunRow) -> str:
-    """One line naming a run: its prompt's first line, else its script's."""
-    return prompt_line(run.prompt or run.script)
+    """One line naming a run: its prompt's first line, else its script's first line past imports and comments."""
+    if run.prompt:
+        return prompt_line(run.prompt)
+    lines = [line for line in run.script.splitlines() if line.strip()]
+    telling = [line for line in lines if not line.lstrip().startswith(('import ', 'from ', '#'))]
+    return prompt_line((telling or lines or [''])[0])
 
 
 def prompt_line(text: str) -> str:

@@ -369,3 +369,31 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
     again = s.request('POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two',
                                                        'messages': []})
     assert again[0] == 409  # nothing waits any more
+
+
+def test_a_failing_model_ends_the_turn_failed(studio: Callable[..., Studio]) -> None:
+    def broken(_messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        raise RuntimeError('the provider is down')
+
+    async def broken_stream(_messages: list[ModelMessage], _info: AgentInfo) -> AsyncIterator[str]:
+        raise RuntimeError('the provider is down')
+        yield ''
+
+    s = studio(FunctionModel(broken, stream_function=broken_stream))
+    chunks = s.chat('conversation-three', 'hello')
+    assert [c['errorText'] for c in chunks if c['type'] == 'error'] == ['the provider is down']
+    [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
+    assert turn['status'] == 'failed' and turn['error'] == 'the provider is down'
+    [stored] = s.get('/api/conversations/conversation-three')['turns']
+    assert (stored['status'], stored['error'], stored['answer']) == ('failed', 'the provider is down', None)
+
+
+def test_ui_on_a_port_in_use_is_one_line(cli: Callable[..., Any], tmp_path: Path) -> None:
+    from harness._studio import listen
+
+    with listen(0) as taken:
+        port = taken.getsockname()[1]
+        result = cli(['ui', '--port', str(port), '--store', str(tmp_path / 'runs.db')], cwd=tmp_path)
+    assert result.exit_code == 1, result.describe()
+    assert f'cannot listen on 127.0.0.1:{port}' in result.stderr and 'Traceback' not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -183,3 +183,38 @@ def test_approving_a_waiting_call_completes_the_run(studio: Studio, page: Any) -
     assert 'sent to team@example.com' in page.locator('section[data-section=value]').inner_text()
     assert studio.api(f'/api/runs/{run_id}')['status'] == 'completed'
     page.locator('#pending-badge.hidden').wait_for(state='attached')  # nothing waits any more
+
+
+def test_replay_and_a_validated_fork_from_the_run_page(studio: Studio, page: Any) -> None:
+    run_id = studio.runs['ok']
+    page.goto(f'{studio.url}/runs/{run_id}')
+    page.locator('.run-page[data-status=completed]').wait_for()
+    page.click('button.replay')
+    report = page.locator('.replay-report')
+    report.wait_for()
+    assert 'Replayed from the journal: completed' in report.inner_text()
+    assert report.locator('tr').count() == 3 and 'replayed' in report.inner_text()
+
+    page.click('tr.call-row[data-seq="2"]')
+    editor = page.locator('tr.call-detail[data-seq="2"] .fork-box')
+    editor.wait_for()
+    result = editor.locator('textarea.fork-result')
+    assert json.loads(result.input_value()) == studio.api(f'/api/runs/{run_id}')['calls'][1]['result']
+    result.fill('{"count": ')
+    assert editor.locator('button.fork').is_disabled()  # not JSON: nothing is sent
+    assert 'not JSON' in editor.locator('.fork-state').inner_text()
+    before = studio.api('/api/runs')['total']
+    result.fill('"ninety-nine"')
+    editor.locator('button.fork').click()  # JSON, but not what lookup returns: the server refuses it
+    editor.locator('.fork-error .notice.error').wait_for()
+    assert 'refused' in editor.locator('.fork-error').inner_text()
+    assert studio.api('/api/runs')['total'] == before  # nothing ran
+    result.fill('{"count": 99, "open": 0}')
+    editor.locator('button.fork').click()
+    page.wait_for_url(re.compile(r'.*/runs/(?!' + run_id + r')\w+$'))
+    forked = page.url.rsplit('/', 1)[1]
+    page.locator(f'.run-page[data-run-id="{forked}"][data-status=completed]').wait_for()
+    child = studio.api(f'/api/runs/{forked}')
+    assert child['parent_run_id'] == run_id and child['fork_at'] == 2
+    assert child['value']['counts'][0] == {'count': 99, 'open': 0}
+    assert 'forked from' in page.locator('.lineage').inner_text()
