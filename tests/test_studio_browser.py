@@ -218,3 +218,46 @@ def test_replay_and_a_validated_fork_from_the_run_page(studio: Studio, page: Any
     assert child['parent_run_id'] == run_id and child['fork_at'] == 2
     assert child['value']['counts'][0] == {'count': 99, 'open': 0}
     assert 'forked from' in page.locator('.lineage').inner_text()
+
+
+def test_a_chat_turn_waits_for_approval_then_goes_on(browser: Any, tmp_path: Path) -> None:
+    """The page's side of a turn that needs a person: Approve in the chat, and the same turn streams on."""
+    import threading
+
+    import uvicorn
+    from test_studio import approval_model, catalog
+
+    from harness import Harness
+    from harness._studio import create_app, listen
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    sock = listen(0)
+    server = uvicorn.Server(uvicorn.Config(create_app(h, model=approval_model(), model_label='approvals'),
+                                           log_level='warning'))
+    thread = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
+    thread.start()
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on('pageerror', lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(f'http://127.0.0.1:{sock.getsockname()[1]}/chat')
+        page.fill('#prompt', 'tell ops the deploy is done')
+        page.press('#prompt', 'Enter')
+        pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
+        pending.wait_for()
+        assert '"to": "ops@example.com"' in pending.inner_text()
+        assert page.locator('#prompt').is_disabled()  # decide first
+        assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
+        pending.locator('button.approve').click()
+        turn = page.locator('.turn[data-status=completed]')
+        turn.wait_for()
+        assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
+        assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
+        assert not page.locator('#prompt').is_disabled()
+    finally:
+        context.close()
+        server.should_exit = True
+        thread.join(30)
+        h.close()
+    assert not errors, errors
