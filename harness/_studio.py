@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
@@ -107,10 +108,16 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
     def conversation(request: Request) -> JSONResponse:
         conversation_id = request.path_params['conversation_id']
         db = store()
-        found = next((c for c in db.list_conversations(MAX_LIMIT) if c['conversation_id'] == conversation_id), None)
-        if found is None:
+        try:
+            found = db.get_conversation(conversation_id)
+        except StoreError as exc:
+            raise Refused(400, 'ambiguous', str(exc)) from None
+        if found is None or found.conversation_id != conversation_id:  # the store also matches a prefix
             raise Refused(404, 'not_found', f'no conversation {conversation_id!r}.')
-        return JSONResponse(conversation_page(db, found, db.turns(conversation_id)))
+        turns = db.turns(conversation_id)
+        head = {'conversation_id': found.conversation_id, 'created': found.created, 'updated': found.updated,
+                'title': found.title, 'model': found.model, 'turns': len(turns)}
+        return JSONResponse(conversation_page(db, head, turns))
 
     async def decide(request: Request) -> JSONResponse:
         body = await json_body(request)
@@ -172,9 +179,8 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         return JSONResponse({'error': type(exc).__name__, 'message': exc.message, 'run_id': exc.run_id},
                             status_code=409)
 
-    async def unexpected(_request: Request, exc: Exception) -> Response:
-        # One line for the person, never a traceback; the server's own log (stderr) says what failed.
-        return problem(500, 'internal', ' '.join(f'{type(exc).__name__}: {exc}'.split()))
+    async def store_error(_request: Request, exc: Exception) -> Response:
+        return problem(500, 'store', str(exc))
 
     routes = [
         Route('/', page), Route('/chat', page), Route('/chat/{conversation_id}', page), Route('/runs', page),
@@ -192,9 +198,8 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
     app = Starlette(
         routes=routes,
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, 'localhost']),
-                    Middleware(SecurityHeaders)],
-        exception_handlers={Refused: refused, WorkflowError: workflow_error, StoreError: unexpected,
-                            Exception: unexpected},
+                    Middleware(SecurityHeaders), Middleware(OneLineErrors)],
+        exception_handlers={Refused: refused, WorkflowError: workflow_error, StoreError: store_error},
         lifespan=lifespan,
     )
     return app
@@ -220,6 +225,34 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+class OneLineErrors:
+    """Anything else that goes wrong in a request is one line: in the answer (a 500 with the error's type and
+    message, when nothing was sent yet) and on the server's stderr; never a traceback. (Starlette's own
+    handler for `Exception` would log the traceback and raise again.)"""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope['type'] != 'http':
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Any) -> None:
+            nonlocal started
+            started = started or message['type'] == 'http.response.start'
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            line = ' '.join(f'{type(exc).__name__}: {exc}'.split())
+            print(f'studio: {scope.get("method")} {scope.get("path")} failed: {line}', file=sys.stderr, flush=True)
+            if not started:
+                await problem(500, 'internal', line)(scope, receive, send)
 
 
 def decide_or_act(decide: Callable[[Request], Any], act: Callable[[Request], Any]) -> Callable[[Request], Any]:

@@ -206,6 +206,8 @@ def test_requests_the_api_refuses(studio: Callable[..., Studio], runs: Callable[
     assert status == 200 and b'renderMarkdown' in body
     status, _, body = s.request('POST', f'/api/runs/{done.run_id}/explode', {})
     assert status == 404
+    status, _, body = s.request('GET', '/api/conversations/nothing-here')
+    assert status == 404 and json.loads(body)['error'] == 'not_found'
     status, _, body = s.request('POST', f'/api/runs/{done.run_id}/fork', {'at': 'first', 'result': 1})
     assert status == 400 and 'at must be a whole number' in json.loads(body)['message']
 
@@ -397,3 +399,24 @@ def test_ui_on_a_port_in_use_is_one_line(cli: Callable[..., Any], tmp_path: Path
     assert result.exit_code == 1, result.describe()
     assert f'cannot listen on 127.0.0.1:{port}' in result.stderr and 'Traceback' not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_unexpected_error_is_one_line(studio: Callable[..., Studio], runs: Callable[..., Any],
+                                         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A bug in a view (here: the run page's JSON cannot be built) answers one line, and logs one: no traceback."""
+    import harness._studio
+
+    done = runs('await lookup(key="a")\n')
+
+    def broken(*_args: Any) -> Any:
+        raise ValueError('cannot build the page\nsecond line')
+
+    monkeypatch.setattr(harness._studio, 'run_page', broken)
+    s = studio()
+    status, _, body = s.request('GET', f'/api/runs/{done.run_id}')
+    assert status == 500
+    assert json.loads(body) == {'error': 'internal', 'message': 'ValueError: cannot build the page second line'}
+    assert s.get('/api/runs')['total'] == 1  # the server goes on
+    err = capfd.readouterr().err
+    assert f'studio: GET /api/runs/{done.run_id} failed: ValueError: cannot build the page second line' in err
+    assert 'Traceback' not in err
