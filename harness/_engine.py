@@ -566,7 +566,7 @@ class Harness:
         self,
         dataset: Any,
         *,
-        model: Any,
+        model: Any = None,
         instructions: str | None = None,
         name: str | None = None,
         max_concurrency: int | None = 4,
@@ -585,8 +585,9 @@ class Harness:
         stored eval whose journal answers a call of the same case with the same callee and arguments (its
         signature and `version=` unchanged) instead of running it; side-effecting callees and those that
         need approval run live unless named in `reuse_side_effects`. It is also the baseline unless
-        another is given. `model`, `instructions` and `agent_kwargs` are as for `orchestrator`
-        (`model_label=` names the model in the report when its repr does not).
+        another is given. `model` (default: `HARNESS_MODEL`, `HARNESS_BASE_URL` or a provider key, as the
+        command line chooses), `instructions` and `agent_kwargs` are as for `orchestrator` (`model_label=`
+        names the model in the report when its repr does not).
         """
         from ._evals import evaluate
 

@@ -35,6 +35,7 @@ from pydantic_evals.reporting import EvaluationReport, EvaluationReportAdapter, 
 from ._catalog import Callee
 from ._dispatch import charged
 from ._evaluators import HARNESS_EVALUATORS
+from ._models import choose_model
 from ._recorded import RecordedCalls, answering_from
 from ._records import CallRecord, new_run_id
 from ._store import RunRow, RunStore, StoreError
@@ -410,7 +411,7 @@ async def evaluate(
     harness: EvalHost,
     dataset: Dataset[Any, Any, Any] | str | Path,
     *,
-    model: Any,
+    model: Any = None,
     instructions: str | None = None,
     name: str | None = None,
     max_concurrency: int | None = 4,
@@ -422,9 +423,12 @@ async def evaluate(
     model_label: str | None = None,
     **agent_kwargs: Any,
 ) -> EvalResult:
-    if model is None:
-        raise EvalError("evaluate needs the orchestrator's model: model='openai:gpt-4.1-mini', a pydantic-ai Model, "
-                        'or a FunctionModel')
+    if model is None:  # as the command line chooses it: HARNESS_MODEL, HARNESS_BASE_URL, a provider key
+        choice = choose_model()
+        if choice.demo:
+            raise EvalError("evaluate needs the orchestrator's model: pass model='openai:gpt-4.1-mini' (or any "
+                            'pydantic-ai model), or set HARNESS_MODEL; offline, subagents.planner.demo_model()')
+        model, model_label = choice.model, model_label or choice.label
     store = harness.store
     if store is None:
         raise EvalError('evaluate stores every case\'s run: make the Harness with a store (":memory:" or a file), '

@@ -390,3 +390,16 @@ def test_the_example_dataset_loads_with_its_schema():
         assert f'"{evaluator}"' in names, f'{evaluator} is missing from review_schema.json: regenerate it'
     with pytest.raises(EvalError, match='no dataset file'):
         load_dataset(EXAMPLE.parent / 'nope.yaml')
+
+
+def test_the_model_is_chosen_as_the_command_line_chooses_it(make_harness, monkeypatch):
+    h = make_harness()
+    World(h)
+    for name in ('HARNESS_MODEL', 'HARNESS_BASE_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY',
+                 'GROQ_API_KEY', 'MISTRAL_API_KEY'):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(EvalError, match="needs the orchestrator's model: pass model="):
+        h.evaluate_sync(dataset())
+    monkeypatch.setenv('HARNESS_MODEL', 'test')  # pydantic-ai's TestModel
+    result = h.evaluate_sync(dataset(), max_concurrency=1)
+    assert result.report.experiment_metadata == {'model': 'test', 'instructions': 'default'}
