@@ -403,3 +403,26 @@ def test_the_model_is_chosen_as_the_command_line_chooses_it(make_harness, monkey
     monkeypatch.setenv('HARNESS_MODEL', 'test')  # pydantic-ai's TestModel
     result = h.evaluate_sync(dataset(), max_concurrency=1)
     assert result.report.experiment_metadata == {'model': 'test', 'instructions': 'default'}
+
+
+def test_cases_run_at_most_max_concurrency_at_once(make_harness):
+    h = make_harness()
+    World(h)
+    inner = orchestrator_model().function
+    assert inner is not None
+    open_cases: set[str] = set()
+    most = 0
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        nonlocal most
+        prompt = str(messages[0].parts[-1].content) if isinstance(messages[0], ModelRequest) else ''
+        response = inner(messages, info)
+        if any(isinstance(p, ToolCallPart) for p in response.parts):
+            open_cases.add(prompt)
+            most = max(most, len(open_cases))
+        else:
+            open_cases.discard(prompt)
+        return response
+
+    h.evaluate_sync(dataset(), model=FunctionModel(respond), max_concurrency=1)
+    assert most == 1
