@@ -123,7 +123,6 @@ class Chat:
 
         stream = adapter.run_stream(message_history=turn.history, deferred_tool_results=turn.deferred,
                                     run_id=agent_run_id, on_complete=on_complete)
-        self.busy.add(conversation_id)
         return adapter.streaming_response(self.merged(stream, events, turn))
 
     def prepare(self, run_input: Any, *, continuing: bool) -> StudioTurn:
@@ -155,7 +154,13 @@ class Chat:
 
     async def merged(self, stream: AsyncIterator[BaseChunk], events: asyncio.Queue[BaseChunk | None],
                      turn: StudioTurn) -> AsyncIterator[BaseChunk]:
-        """The adapter's chunks and the calls' `data-call` parts, in the order they happened."""
+        """The adapter's chunks and the calls' `data-call` parts, in the order they happened. The conversation
+        is marked busy here, where the turn starts (a response whose client left before its body began never
+        runs this, so never leaves it marked)."""
+        if turn.conversation_id in self.busy:
+            yield ErrorChunk(error_text=f'conversation {turn.conversation_id} has a turn running; wait for it to end.')
+            return
+        self.busy.add(turn.conversation_id)
 
         async def pump() -> None:
             try:

@@ -420,3 +420,34 @@ def test_an_unexpected_error_is_one_line(studio: Callable[..., Studio], runs: Ca
     err = capfd.readouterr().err
     assert f'studio: GET /api/runs/{done.run_id} failed: ValueError: cannot build the page second line' in err
     assert 'Traceback' not in err
+
+
+def test_one_turn_at_a_time_per_conversation(studio: Callable[..., Studio]) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def answer(_messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('done')])
+
+    async def held(messages: list[ModelMessage], _info: AgentInfo) -> AsyncIterator[str]:
+        if 'hold' in str(messages[-1]):  # the first turn waits until the second request was answered
+            entered.set()
+            await asyncio.to_thread(release.wait, 60)
+        yield 'done'
+
+    s = studio(FunctionModel(answer, stream_function=held))
+    first: list[list[dict[str, Any]]] = []
+    thread = threading.Thread(target=lambda: first.append(s.chat('conversation-four', 'hold on')))
+    thread.start()
+    try:
+        assert entered.wait(60)
+        status, _, body = s.request('POST', '/api/chat', {'trigger': 'submit-message', 'id': 'conversation-four',
+                                                          'messages': [{'id': 'b', 'role': 'user',
+                                                                        'parts': [{'type': 'text', 'text': 'two'}]}]})
+        assert status == 409 and json.loads(body)['error'] == 'busy'
+        other = s.chat('conversation-five', 'elsewhere')  # another conversation is not held up
+        assert [c['data']['status'] for c in other if c['type'] == 'data-turn'] == ['completed']
+    finally:
+        release.set()
+        thread.join(60)
+    assert [c['data']['status'] for c in first[0] if c['type'] == 'data-turn'] == ['completed']
+    assert s.chat('conversation-four', 'two')[-1]['type'] == 'finish'  # free again once the turn ended
