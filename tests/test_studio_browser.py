@@ -261,3 +261,51 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(browser: Any, tmp_path: Pat
         thread.join(30)
         h.close()
     assert not errors, errors
+
+
+HOSTILE_MARKDOWN = '''# Findings <script>window.pwned = 1</script>
+
+Some **bold**, *italic*, `code <b>`, ~~gone~~ and a [safe link](https://example.com/a?b=1) but
+[a trap](javascript:window.pwned=2) and <img src=x onerror="window.pwned=3"> raw HTML.
+
+- first <iframe src="https://example.com"></iframe>
+- second with `x < y`
+  - nested item
+
+1. one
+2. two
+
+| file | line |
+|---|---|
+| a.py | 3 |
+
+```python
+import os  # <b>not bold</b>
+```
+'''
+
+
+def test_markdown_is_rendered_as_text_never_as_html(studio: Studio, page: Any) -> None:
+    """The answer renderer on hostile Markdown: formatting becomes elements, anything else stays text."""
+    page.goto(studio.url + '/runs')
+    rendered = page.evaluate('''async (text) => {
+        const { renderMarkdown } = await import('/static/markdown.js');
+        const root = renderMarkdown(text);
+        document.body.append(root);
+        return {
+            tags: [...new Set([...root.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()))].sort(),
+            links: [...root.querySelectorAll('a')].map((a) => [a.textContent, a.getAttribute('href')]),
+            text: root.textContent,
+            pwned: window.pwned ?? null,
+        };
+    }''', HOSTILE_MARKDOWN)
+    assert rendered['pwned'] is None
+    assert set(rendered['tags']) <= {'div', 'h3', 'p', 'strong', 'em', 'code', 'del', 'a', 'ul', 'ol', 'li', 'table',
+                                     'thead', 'tbody', 'tr', 'th', 'td', 'pre', 'span'}
+    assert {'h3', 'strong', 'em', 'del', 'ul', 'ol', 'table', 'pre'} <= set(rendered['tags'])
+    assert ['safe link', 'https://example.com/a?b=1'] in rendered['links']
+    assert all(href.startswith('https://') for _, href in rendered['links'])  # the javascript: one is text
+    assert 'but a trap and' in rendered['text']  # its text kept, its target dropped
+    for literal in ('<script>window.pwned = 1</script>', '<img src=x onerror="window.pwned=3">', '<iframe',
+                    'code <b>', '<b>not bold</b>'):
+        assert literal in rendered['text']
