@@ -9,6 +9,7 @@ const ROW = 78;
 const GAP = 28;
 const CHAR = 7.4;
 const PAD = 16;
+const LANE = 12;
 
 function svg(tag, attrs = {}, text) {
   const node = document.createElementNS(SVG, tag);
@@ -62,14 +63,21 @@ export function layout(graph) {
     n.h = n.terminal ? 30 : NODE_H;
   }
   const widths = rows.map((ids) => ids.reduce((sum, id) => sum + nodes.get(id).w, 0) + GAP * Math.max(ids.length - 1, 0));
-  const width = Math.max(...widths, 120) + 2 * PAD + 60;
+  // Edges that skip rows run down the left, loops back up the right: room for a lane per such edge.
+  const long = graph.edges.filter((e) => e.kind !== 'loop' && row.get(e.to) - row.get(e.from) > 1).length;
+  const back = graph.edges.filter((e) => e.kind === 'loop' || row.get(e.to) <= row.get(e.from)).length;
+  const left = 24 + LANE * long;
+  const right = 24 + LANE * back;
+  const inner = Math.max(...widths, 120);
+  const width = inner + 2 * PAD + left + right;
   rows.forEach((ids, r) => {
-    let left = (width - 60 - widths[r]) / 2;
+    let x = PAD + left + (inner - widths[r]) / 2;
     for (const id of ids) {
       const n = nodes.get(id);
-      n.x = left;
+      n.row = r;
+      n.x = x;
       n.y = PAD + r * ROW + (NODE_H - n.h) / 2;
-      left += n.w + GAP;
+      x += n.w + GAP;
     }
   });
   return { nodes, width, height: PAD * 2 + (rows.length - 1) * ROW + NODE_H };
@@ -81,26 +89,56 @@ export function renderGraph(graph) {
                             'aria-label': 'the calls this script can make; the path this run took is green' });
   const defs = svg('defs');
   for (const [id, cls] of [['arrow', 'edge-head'], ['arrow-taken', 'edge-head taken']]) {
-    const marker = svg('marker', { id, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
-                                   orient: 'auto-start-reverse' });
+    // Sized in the drawing's units: a thick (taken) edge keeps an arrowhead of the same size.
+    const marker = svg('marker', { id, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9,
+                                   markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' });
     marker.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', class: cls }));
     defs.append(marker);
   }
   root.append(defs);
   const edges = svg('g', { class: 'edges' });
-  for (const e of graph.edges) {
+  const span = (a, b, side) => {
+    // The outermost edge of the nodes in the rows from a to b, on one side.
+    const lo = Math.min(a.row, b.row);
+    const hi = Math.max(a.row, b.row);
+    const inRows = [...nodes.values()].filter((n) => n.row >= lo && n.row <= hi);
+    return side === 'left' ? Math.min(...inRows.map((n) => n.x)) : Math.max(...inRows.map((n) => n.x + n.w));
+  };
+  // Lanes from the inside out, the shortest edges innermost, so lanes cross as little as they can.
+  const lanes = new Map();
+  for (const side of ['left', 'right']) {
+    const edgesOf = graph.edges.filter((e) => {
+      const a = nodes.get(e.from);
+      const b = nodes.get(e.to);
+      if (!a || !b || a === b) return false;
+      const backward = e.kind === 'loop' || b.row <= a.row;
+      return side === 'right' ? backward : !backward && b.row - a.row > 1;
+    });
+    edgesOf.sort((p, q) => Math.abs(nodes.get(p.to).row - nodes.get(p.from).row) - Math.abs(nodes.get(q.to).row - nodes.get(q.from).row));
+    edgesOf.forEach((e, i) => lanes.set(e, i));
+  }
+  // Edges not taken first, so the path taken is drawn over them.
+  for (const e of [...graph.edges].sort((p, q) => Number(p.taken) - Number(q.taken))) {
     const a = nodes.get(e.from);
     const b = nodes.get(e.to);
     if (!a || !b) continue;
     let d;
-    if (e.kind === 'loop' || b.y <= a.y) {
-      // Back up to a loop's start: out of the right side, round, into the right side.
-      const x1 = a.x + a.w;
+    if (a === b) {
+      // A call site that loops onto itself: a small loop on its right.
+      const x = a.x + a.w;
+      d = `M${x},${a.y + 8} C${x + 44},${a.y - 10} ${x + 44},${a.y + a.h + 10} ${x + 2},${a.y + a.h - 8}`;
+    } else if (e.kind === 'loop' || b.row <= a.row) {
+      // Back up to a loop's start, in a lane right of everything between.
+      const lane = span(a, b, 'right') + 14 + LANE * lanes.get(e);
       const y1 = a.y + a.h / 2;
-      const x2 = b.x + b.w;
       const y2 = b.y + b.h / 2;
-      const out = Math.max(x1, x2) + 40;
-      d = `M${x1},${y1} C${out},${y1} ${out},${y2} ${x2 + 2},${y2}`;
+      d = `M${a.x + a.w},${y1} L${lane},${y1} L${lane},${y2} L${b.x + b.w + 2},${y2}`;
+    } else if (b.row - a.row > 1) {
+      // Past the rows between (a loop or branch that may not run), in a lane left of them.
+      const lane = span(a, b, 'left') - 14 - LANE * lanes.get(e);
+      const y1 = a.y + a.h / 2;
+      const y2 = b.y + b.h / 2;
+      d = `M${a.x},${y1} L${lane},${y1} L${lane},${y2} L${b.x - 2},${y2}`;
     } else {
       const x1 = a.x + a.w / 2;
       const y1 = a.y + a.h;
