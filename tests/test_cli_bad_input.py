@@ -4,11 +4,8 @@ never a traceback. A matrix of inputs across every subcommand, run in this proce
 
 from __future__ import annotations
 
-import os
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -16,9 +13,18 @@ from typer.testing import CliRunner
 from harness._cli import app
 
 STORE_COMMANDS = [
-    ['runs'], ['show', 'RUN'], ['trace', 'RUN'], ['replay', 'RUN'], ['resume', 'RUN'],
-    ['fork', 'RUN', '--at', '1', '--result', '1'], ['diff', 'RUN'], ['pending'], ['approve', 'RUN'],
-    ['reject', 'RUN', '1', '--reason', 'no'], ['rm', 'RUN'], ['cancel', 'RUN'],
+    ['runs'],
+    ['show', 'RUN'],
+    ['trace', 'RUN'],
+    ['replay', 'RUN'],
+    ['resume', 'RUN'],
+    ['fork', 'RUN', '--at', '1', '--result', '1'],
+    ['diff', 'RUN'],
+    ['pending'],
+    ['approve', 'RUN'],
+    ['reject', 'RUN', '1', '--reason', 'no'],
+    ['rm', 'RUN'],
+    ['cancel', 'RUN'],
 ]
 CATALOG_COMMANDS = [['exec', 'ok.py'], ['check', 'ok.py'], ['agents'], ['audit']]
 SESSION_COMMANDS = [['ask', 'hi']]
@@ -58,8 +64,13 @@ AGENT_MODULES = {
 
 def agent_specs() -> dict[str, str]:
     return {
-        'raises': 'raises_mod:x', 'syntax': 'syntax_mod:x', 'exits': 'exits_mod:x', 'wrongtype': 'wrongtype_mod:x',
-        'missing-attr': 'badname_mod:nope', 'missing-module': 'no_such_module:x', 'no-colon': 'raises_mod',
+        'raises': 'raises_mod:x',
+        'syntax': 'syntax_mod:x',
+        'exits': 'exits_mod:x',
+        'wrongtype': 'wrongtype_mod:x',
+        'missing-attr': 'badname_mod:nope',
+        'missing-module': 'no_such_module:x',
+        'no-colon': 'raises_mod',
         'empty': ':',
     }
 
@@ -85,11 +96,12 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     stores = bad_stores(tmp)
     for store_name, path in stores.items():
         for command in STORE_COMMANDS + CATALOG_COMMANDS + SESSION_COMMANDS:
-            if command[0] in ('agents', 'audit', 'check') or (command[0] in ('exec', 'ask') and store_name == 'missing'):
-                continue  # they never open the store; exec makes a new one
+            never_opens = command[0] in ('agents', 'audit', 'check')
+            if never_opens or (command[0] in ('exec', 'ask') and store_name == 'missing'):
+                continue  # exec and ask make a new store
             found.append((f'{command[0]}-store-{store_name}', [*command, '--store', path]))
     for spec_name, spec in agent_specs().items():
-        for command in CATALOG_COMMANDS + [['replay', 'RUN'], ['ask', 'hi']]:
+        for command in [*CATALOG_COMMANDS, ['replay', 'RUN'], ['ask', 'hi']]:
             found.append((f'{command[0]}-agents-{spec_name}', [*command, '--agents', spec]))
     for script in ('binary.py', 'latin1.py', 'missing.py', 'a-dir.py'):
         for command in ('exec', 'check'):
@@ -136,8 +148,9 @@ def test_every_bad_input_is_one_line_and_a_non_zero_exit(work: Path) -> None:
     assert len(matrix) >= 100
     problems = []
     for name, args in matrix:
-        args = [real if a == 'RUN' and '--store' in args and args[args.index('--store') + 1] == good else a
-                for a in args]
+        args = [
+            real if a == 'RUN' and '--store' in args and args[args.index('--store') + 1] == good else a for a in args
+        ]
         result = runner.invoke(app, args, catch_exceptions=True)
         errors = [line for line in result.stderr.splitlines() if line.strip()] if result.stderr else []
         uncaught = result.exception is not None and not isinstance(result.exception, SystemExit)
