@@ -83,8 +83,30 @@ class Sealer:
         return hmac.new(self.key, data, hashlib.sha256).digest()
 
 
+HEAD_FORMAT = 'x1:'
+"""The prefix of a journal head in the current format; a head without it is the earlier, chained format."""
+
+
 def head(seals: Iterable[str]) -> str:
-    """The journal's head: a hash over its rows' seals in seq order."""
+    """The journal's head: the XOR of its rows' seal hashes.
+
+    Each seal is a keyed MAC over its row, seq included, so the head needs no order and one write updates
+    it in time proportional to the rows written (`advance`). A removed row, or a row put back to an earlier
+    version of itself, changes it; nobody without the key can make a seal that cancels the change out.
+    """
+    return advance(HEAD_FORMAT + '0' * 64, (), seals)
+
+
+def advance(current: str, removed: Iterable[str], added: Iterable[str]) -> str:
+    """`current` with the `removed` seals taken out and the `added` ones put in (XOR is its own inverse)."""
+    value = int(current.removeprefix(HEAD_FORMAT), 16)
+    for seal in (*removed, *added):
+        value ^= int.from_bytes(hashlib.sha256(seal.encode()).digest())
+    return f'{HEAD_FORMAT}{value:064x}'
+
+
+def chained_head(seals: Iterable[str]) -> str:
+    """A head in the earlier format (a hash over the seals in seq order), still verified."""
     digest = hashlib.sha256()
     for seal in seals:
         digest.update(seal.encode())

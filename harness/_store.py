@@ -38,7 +38,7 @@ from typing import Any, TypeVar, get_args
 
 from ._errors import RunBusy, SnapshotError
 from ._records import CallRecord, CallSource, CallStatus, PendingCall, RunStatus, SpanDict
-from ._seal import Sealer, SealKeyError, head, key_id, store_key
+from ._seal import HEAD_FORMAT, Sealer, SealKeyError, advance, chained_head, head, key_id, store_key
 
 T = TypeVar('T')
 
@@ -413,8 +413,6 @@ class RunStore:
         except SealKeyError as exc:
             raise StoreError(str(exc)) from None
         self._sealer = Sealer(self._key)
-        self._macs: dict[str, dict[int, str]] = {}
-        """Each run's journal row seals by seq, as this process last wrote them (for the head)."""
         self.key_matches = True
         """False when the store was sealed with another key: it can be read, not verified or written."""
         in_memory = self.path == ':memory:'
@@ -473,7 +471,6 @@ class RunStore:
                 conn.execute(f'INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({", ".join("?" * len(row))})', row)
             except sqlite3.IntegrityError:
                 raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
-            self._macs[run.run_id] = {}
             conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (head([]), run.run_id))
             self._reseal(conn, run.run_id)
 
@@ -627,19 +624,33 @@ class RunStore:
                 if not self._sealer.check(row[-1], *row[:-1]):
                     return [f'call #{expected} of run {run_id} was modified after it was written (or copied from '
                             'another run): it does not match its seal']
-            if head(row[-1] for row in rows) != run[_SEALED_RUN.count(',')]:
+            stored_head = run[_SEALED_RUN.count(',')] or ''
+            sealed_with = head if stored_head.startswith(HEAD_FORMAT) else chained_head
+            if sealed_with(row[-1] for row in rows) != stored_head:
                 return [f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
                         'put back to an earlier version of itself']
             return []
 
         return self._read(read)
 
-    def _journal_macs(self, conn: sqlite3.Connection, run_id: str) -> dict[int, str]:
-        macs = self._macs.get(run_id)
-        if macs is None:
-            rows = conn.execute('SELECT seq, seal FROM calls WHERE run_id = ?', (run_id,)).fetchall()
-            macs = self._macs[run_id] = {seq: seal or '' for seq, seal in rows}
-        return macs
+    @staticmethod
+    def _seals_at(conn: sqlite3.Connection, run_id: str, rows: list[tuple[Any, ...]]) -> list[str]:
+        """The seals the journal holds now at the seqs `rows` are about to replace."""
+        seqs = {int(row[1]) for row in rows}
+        found = conn.execute(
+            'SELECT seq, seal FROM calls WHERE run_id = ? AND seq BETWEEN ? AND ?', (run_id, min(seqs), max(seqs))
+        )
+        return [seal or '' for seq, seal in found if seq in seqs]
+
+    @staticmethod
+    def _advance_head(conn: sqlite3.Connection, run_id: str, replaced: list[str], rows: list[tuple[Any, ...]]) -> None:
+        """Bring the run's journal head up to date after `rows` replaced the seals `replaced`: O(rows written)."""
+        current = conn.execute('SELECT journal_head FROM runs WHERE run_id = ?', (run_id,)).fetchone()[0] or ''
+        if current.startswith(HEAD_FORMAT):
+            new = advance(current, replaced, (str(row[-1]) for row in rows))
+        else:  # a run begun by an earlier version: its head is recomputed in this format once, from every row
+            new = head(seal or '' for (seal,) in conn.execute('SELECT seal FROM calls WHERE run_id = ?', (run_id,)))
+        conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (new, run_id))
 
     def _reseal(self, conn: sqlite3.Connection, run_id: str) -> None:
         fields = conn.execute(f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
@@ -722,6 +733,7 @@ class RunStore:
         top = max((row[1] for row in rows), default=0)
 
         def write(conn: sqlite3.Connection) -> int | None:
+            replaced = self._seals_at(conn, run_id, rows) if rows else []
             conn.executemany(
                 f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows
             )
@@ -735,11 +747,7 @@ class RunStore:
                     raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
                 self._refuse_write(conn, run_id)
             if rows:
-                macs = self._journal_macs(conn, run_id)
-                for row in rows:
-                    macs[int(row[1])] = str(row[-1])
-                conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?',
-                             (head(macs[seq] for seq in sorted(macs)), run_id))
+                self._advance_head(conn, run_id, replaced, rows)
                 self._reseal(conn, run_id)
             return self._insert_snapshot(conn, snapshot_row) if snapshot_row is not None else None
 

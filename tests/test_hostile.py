@@ -221,6 +221,42 @@ def test_a_row_copied_from_another_run_or_put_back_is_refused(stored: tuple[Path
     refused(store, done, 'replay', 'call #1 of run .* was modified after it was written .or copied')
 
 
+def test_a_row_put_back_to_its_earlier_version_is_refused(tmp_path: Path) -> None:
+    from harness import CallRecord, RunRow
+
+    with RunStore(tmp_path / 'runs.db') as db:
+        db.create_run(RunRow('r'))
+        db.put_calls('r', [CallRecord(1, 'charge', {'amount': 5}, None, status='running', started=1.0)])
+        with sqlite3.connect(db.path) as raw:
+            earlier = raw.execute('SELECT * FROM calls WHERE seq = 1').fetchone()
+        db.put_calls('r', [CallRecord(1, 'charge', {'amount': 5}, 'ok', status='ok', started=1.0)])
+        db.put_calls('r', [CallRecord(2, 'charge', {'amount': 7}, 'ok', status='ok', started=2.0)])
+        assert db.verify('r') == []
+        with sqlite3.connect(db.path) as raw:  # the row as it was while running: a valid seal, an old version
+            raw.execute(f'INSERT OR REPLACE INTO calls VALUES ({", ".join("?" * len(earlier))})', earlier)
+        assert 'put back to an earlier version' in db.verify('r')[0]
+
+
+def test_a_journal_head_in_the_earlier_format_verifies_and_is_converted_on_the_next_write(tmp_path: Path) -> None:
+    from harness import CallRecord, RunRow
+    from harness._seal import HEAD_FORMAT, Sealer, chained_head, store_key
+    from harness._store import _SEALED_RUN
+
+    with RunStore(tmp_path / 'runs.db') as db:
+        db.create_run(RunRow('r'))
+        db.put_calls('r', [CallRecord(1, 'charge', {'amount': 5}, 'ok', status='ok', started=1.0)])
+        with sqlite3.connect(db.path) as raw:  # as the version before wrote it: a chained head, the run sealed over it
+            seals = [seal for (seal,) in raw.execute('SELECT seal FROM calls ORDER BY seq')]
+            raw.execute('UPDATE runs SET journal_head = ?', (chained_head(seals),))
+            fields = raw.execute(f'SELECT {_SEALED_RUN} FROM runs').fetchone()
+            raw.execute('UPDATE runs SET seal = ?', (Sealer(store_key()).mac(*fields),))
+        assert db.verify('r') == []
+        db.put_calls('r', [CallRecord(2, 'charge', {'amount': 7}, 'ok', status='ok', started=2.0)])
+        assert db.verify('r') == []
+        with sqlite3.connect(db.path) as raw:
+            assert raw.execute('SELECT journal_head FROM runs').fetchone()[0].startswith(HEAD_FORMAT)
+
+
 def test_the_key_is_not_in_the_store_and_another_key_cannot_resume(stored: tuple[Path, str, str],
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     store, waiting, done = stored
