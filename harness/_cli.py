@@ -347,12 +347,7 @@ def ui(
     except ImportError as exc:
         raise fail(f"the studio needs {exc.name}: pip install 'harness[ui]'") from None
     h, choice = build_or_exit(store, agents, root, model, opens_store=True)
-    if choice.demo:
-        from subagents.planner import demo_model
-
-        model_object: Any = demo_model()
-    else:
-        model_object = choice.model
+    model_object = model_for(choice)
     try:
         sock = listen(port)
     except OSError as exc:
@@ -785,19 +780,25 @@ def one_line(exc: BaseException) -> str:
     return ' '.join(f'{type(exc).__name__}: {exc}'.split())
 
 
+def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
+    """The model object the orchestrator runs on: the chosen model, or the offline planner when none is set."""
+    if choice.demo:
+        from subagents.planner import demo_model
+
+        if announce:
+            console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+        return demo_model()
+    if announce:
+        console.print(f'[dim]model: {escape(choice.label)}[/dim]')
+    return choice.model
+
+
 def start_session(store: str | None, agents: list[str] | None, root: Path | None, model: str | None) -> Any:
     """The Harness, and a session of its orchestrator on the chosen model (or the offline planner)."""
     from ._chat import Session
 
     h, choice = build_or_exit(store, agents, root, model, opens_store=True)
-    if choice.demo:
-        from subagents.planner import demo_model
-
-        model_object: Any = demo_model()
-        console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
-    else:
-        model_object = choice.model
-        console.print(f'[dim]model: {escape(choice.label)}[/dim]')
+    model_object = model_for(choice, announce=True)
     live = LiveCalls(console)
     session = Session(h, console, lambda m: h.orchestrator(m, on_event=live), model_object, choice.label, live)
     session.runner = asyncio.Runner()
@@ -854,14 +855,7 @@ def eval_(
         except OSError as exc:
             raise fail(f'cannot read {instructions}: {exc.strerror}') from None
     h, choice = build_or_exit(store, agents, root, model, opens_store=True)
-    if choice.demo:
-        from subagents.planner import demo_model
-
-        model_object: Any = demo_model()
-        console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
-    else:
-        model_object = choice.model
-        console.print(f'[dim]model: {escape(choice.label)}[/dim]')
+    model_object = model_for(choice, announce=True)
     try:
         result = h.evaluate_sync(
             cases, model=model_object, model_label=choice.label, instructions=text, name=name,
