@@ -3,7 +3,8 @@
     python benchmarks/extra.py [--quick] [--only durable tracing idea] [--output PATH]
 
 Runs `bench_durable.py` (what the journal and snapshots cost, snapshot sizes, resume in a fresh process,
-replay throughput), `bench_tracing.py` (what tracing costs per call) and `bench_idea.py` (one
+replay throughput), `bench_tracing.py` (what tracing costs per call), `bench_breakdown.py` (where one call's
+time goes in the default configuration, and the goals of #15) and `bench_idea.py` (one
 `run_workflow` script against a conventional one-tool-call-per-turn agent on the same review), prints
 their Markdown tables and writes them to `benchmarks/results/extra.md`. Meant to run after `run.py`
 (as `make bench` does), whose `results/latest.json` the durability table compares against; without that
@@ -123,7 +124,7 @@ def kill_tree(pid: int) -> None:
 
 # -- the driver ------------------------------------------------------------------------------------
 
-BENCHES = ('durable', 'tracing', 'idea', 'control', 'cold')
+BENCHES = ('durable', 'tracing', 'breakdown', 'idea', 'control', 'cold')
 
 
 def main() -> int:
