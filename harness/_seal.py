@@ -3,9 +3,9 @@
 What is sealed (HMAC-SHA256 with the key):
 - every journal row, over its run id, its seq and all it says (so an edited row, a row moved to
   another seq, or a row copied from another run does not verify);
-- every run, over what it ran and how it ended, its call count and the head of its journal (a hash
-  over its rows' seals in seq order: a deleted row, or a row put back to an earlier version of
-  itself, changes the head);
+- every run, over what it ran and how it ended, its call count and the head of its journal (the XOR
+  of its rows' seal hashes, kept up to date write by write: a deleted row, or a row put back to an
+  earlier version of itself, changes the head);
 - every snapshot, over its run id, its position, the ledger of calls it waits on and the Monty dump.
 
 The key is `HARNESS_SECRET` (any text), else a random key in a 0600 file in the user's config
