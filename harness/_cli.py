@@ -73,6 +73,7 @@ AgentsOpt = Annotated[
 ]
 RootOpt = Annotated[Path | None, typer.Option('--root', help='Workspace root the file tools may read (default: .).')]
 ModelOpt = Annotated[str | None, typer.Option('--model', help='A pydantic-ai model string (else $HARNESS_MODEL).')]
+RunIdArg = Annotated[str, typer.Argument(help='A run id (or a unique prefix).')]
 
 
 RecheckOpt = Annotated[
@@ -127,6 +128,13 @@ def build_or_exit(
             h.close()
             raise fail(str(exc)) from None
     return h, choice
+
+
+def harness_for_stored_run(store: str | None, agents: list[str] | None, root: Path | None) -> Harness:
+    """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
+    require_store(store)
+    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    return h
 
 
 def read_script(script: Path) -> str:
@@ -436,7 +444,7 @@ def runs(
 
 @app.command()
 def show(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     call: Annotated[int | None, typer.Option('--call', '-k', help='Show call K whole: arguments, result, '
                                              'exception with its stack trace.')] = None,
     as_json: JsonOpt = False,
@@ -482,7 +490,7 @@ def show(
 
 @app.command()
 def trace(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     mermaid: Annotated[
         bool, typer.Option('--mermaid', help="Mermaid flowchart of the script's possible calls; the path taken thick.")
     ] = False,
@@ -538,7 +546,7 @@ def rm(
 
 @app.command()
 def cancel(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     wait: Annotated[float, typer.Option('--wait', help='Seconds to wait for the run to stop.')] = 10.0,
     store: StoreOpt = None,
 ) -> None:
@@ -612,7 +620,7 @@ def show_waiting(result: WorkflowResult) -> None:
 
 @app.command()
 def replay(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     from_seq: Annotated[int | None, typer.Option('--from', help='Start from the snapshot at call K.')] = None,
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
@@ -621,15 +629,14 @@ def replay(
     root: RootOpt = None,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
-    require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h = harness_for_stored_run(store, agents, root)
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
 
 @app.command()
 def resume(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     retry_unknown: Annotated[
         bool, typer.Option('--retry-unknown', help='Re-run side-effecting calls whose outcome is unknown.')
     ] = False,
@@ -652,15 +659,14 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
-    require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h = harness_for_stored_run(store, agents, root)
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
                                          accept_changes=accept_changes), 'resumed')
 
 
 @app.command()
 def fork(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).')],
     result: Annotated[str, typer.Option('--result', help='Its result, as JSON.')],
     recheck: RecheckOpt = False,
@@ -674,22 +680,20 @@ def fork(
         value = json.loads(result)
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
-    require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h = harness_for_stored_run(store, agents, root)
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
                'forked')
 
 
 @app.command()
 def diff(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
-    require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h = harness_for_stored_run(store, agents, root)
     try:
         found = h.diff(run_id)
     except WorkflowError as exc:
@@ -755,7 +759,7 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
 
 @app.command()
 def approve(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     seq: Annotated[int | None, typer.Argument(help='The call to approve (default: every waiting call).')] = None,
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
     store: StoreOpt = None,
@@ -766,7 +770,7 @@ def approve(
 
 @app.command()
 def reject(
-    run_id: Annotated[str, typer.Argument(help='A run id (or a unique prefix).')],
+    run_id: RunIdArg,
     seq: Annotated[int, typer.Argument(help='The call to reject.')],
     reason: Annotated[str, typer.Option('--reason', help='Why: the script gets it as PermissionError.')],
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
