@@ -38,7 +38,6 @@ import gc
 import json
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,9 +47,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extra import HERE, ROOT, clean_env, fmt_time, fmt_us, log, med, table
+from extra import HERE, MARK, ROOT, LineWorker, fmt_time, fmt_us, log, med, table
 
-MARK = 'BENCH '
 N_TOOLS, N_AGENTS, N_GATHER = 100, 20, 500
 PROFILE_TOOLS, PROFILE_AGENTS = 200, 50
 
@@ -227,44 +225,14 @@ def worker(mode: str, workdir: str) -> None:
         h.close()
 
 
-class Worker:
-    def __init__(self, mode: str, workdir: str) -> None:
-        self.mode = mode
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), '--worker', mode, workdir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir,
-            env=clean_env(),
-        )
-
-    def ask(self, command: str | None = None) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if command is not None:
-            self.proc.stdin.write(command + '\n')
-            self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith(MARK):
-                out = json.loads(line[len(MARK):])
-                if not out.get('ok', True):
-                    raise RuntimeError(f'breakdown worker ({self.mode}): wrong value for {command}')
-                return out
-        err = self.proc.stderr.read() if self.proc.stderr else ''
-        raise RuntimeError(f'breakdown worker ({self.mode}) ended: exit {self.proc.wait()}: {err[-800:]}')
-
-    def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.write('quit\n')
-                self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+def start_worker(mode: str, workdir: str) -> LineWorker:
+    return LineWorker(f'breakdown worker ({mode})', [str(Path(__file__).resolve()), '--worker', mode, workdir], workdir)
 
 
 # -- the driver ---------------------------------------------------------------------------------------
 
 
-def slope(w: Worker, variant: str, shape: str, n: int) -> float:
+def slope(w: LineWorker, variant: str, shape: str, n: int) -> float:
     """Seconds per call: a run of n calls and a run of 1, back to back, both fresh text."""
     one = w.ask(f'run {variant} {shape} 1')['wall']
     many = w.ask(f'run {variant} {shape} {n}')['wall']
@@ -278,7 +246,7 @@ def measure(quick: bool) -> dict[str, Any]:
     bare: dict[str, list[float]] = {'instr': [], 'plain': []}
     gathers: dict[str, list[float]] = {'harness': [], 'bare': []}
     with tempfile.TemporaryDirectory(prefix='bench-breakdown-') as workdir:
-        workers = {mode: Worker(mode, workdir) for mode in ('on', 'off')}
+        workers = {mode: start_worker(mode, workdir) for mode in ('on', 'off')}
         try:
             setup = {mode: w.ask()['setup'] for mode, w in workers.items()}
             log(f'  breakdown: workers ready ({", ".join(f"{m} {s:.1f} s" for m, s in setup.items())})')

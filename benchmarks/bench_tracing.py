@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from extra import clean_env, fmt_int, fmt_ratio, fmt_time, fmt_us, log, med, table
+from extra import MARK, LineWorker, fmt_int, fmt_ratio, fmt_time, fmt_us, log, med, table
 
 SHAPES: dict[str, tuple[str, int, str]] = {
     'tools': ('200 host tool calls in sequence', 200,
@@ -37,7 +36,6 @@ SHAPES: dict[str, tuple[str, int, str]] = {
                "out = []\nfor i in range(20):\n    out.append(await echo(task='step ' + str(i)))\nlen(out)\n"),
 }
 EXPECTED = {'tools': 200 * 199 // 2, 'agents': 20}
-MARK = 'BENCH '
 
 
 # -- the worker (one subprocess per variant) ---------------------------------------------------------
@@ -49,9 +47,10 @@ def worker(mode: str) -> None:
     from pydantic_ai.models.test import TestModel
 
     from harness import Harness
-    from harness._tracing import tracing_mode
+    from harness._tracing import configure_tracing
 
     h = Harness(store=':memory:', tracing=mode == 'on', max_agent_calls=10_000)
+    tracing = configure_tracing() if mode == 'on' else None  # decided once per process; the Harness asks the same
 
     @h.tool
     async def f(*, i: int) -> int:
@@ -75,48 +74,15 @@ def worker(mode: str) -> None:
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         spans = h.store.spans(result.run_id) if h.store is not None else []
         say({'shape': shape, 'wall': wall, 'cpu': cpu, 'ok': result.value == EXPECTED[shape],
-             'spans': len(spans), 'tracing_mode': tracing_mode()})
+             'spans': len(spans), 'tracing_mode': tracing})
     h.close()
 
 
 # -- the driver ---------------------------------------------------------------------------------------
 
 
-class Worker:
-    def __init__(self, mode: str, cwd: str) -> None:
-        self.mode = mode
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), '--worker', mode],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-            env=clean_env(),
-        )
-
-    def read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith(MARK):
-                return json.loads(line[len(MARK):])
-        err = self.proc.stderr.read() if self.proc.stderr else ''
-        raise RuntimeError(f'tracing worker ({self.mode}) ended: exit {self.proc.wait()}: {err[-800:]}')
-
-    def run(self, shape: str) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(shape + '\n')
-        self.proc.stdin.flush()
-        out = self.read()
-        if not out['ok']:
-            raise RuntimeError(f'tracing worker ({self.mode}) returned a wrong value for {shape}')
-        return out
-
-    def close(self) -> None:
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.write('quit\n')
-                self.proc.stdin.close()
-            self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+def start_worker(mode: str, cwd: str) -> LineWorker:
+    return LineWorker(f'tracing worker ({mode})', [str(Path(__file__).resolve()), '--worker', mode], cwd)
 
 
 def run(quick: bool = False) -> str:
@@ -126,19 +92,19 @@ def run(quick: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix='bench-tracing-') as cwd:
         for p in range(pairs):
             log(f'  tracing: worker pair {p + 1}/{pairs}, {rounds} rounds')
-            workers = {mode: Worker(mode, cwd) for mode in ('off', 'on')}
+            workers = {mode: start_worker(mode, cwd) for mode in ('off', 'on')}
             try:
                 for mode, w in workers.items():
-                    setups[mode].append(w.read()['setup'])
+                    setups[mode].append(w.ask()['setup'])
                 for _ in range(warmup):
                     for shape in SHAPES:
                         for w in workers.values():
-                            w.run(shape)
+                            w.ask(shape)
                 for r in range(rounds):
                     order = ['off', 'on'] if (r + p) % 2 == 0 else ['on', 'off']
                     for shape in SHAPES:
                         for mode in order:
-                            samples[(mode, shape)].append(workers[mode].run(shape))
+                            samples[(mode, shape)].append(workers[mode].ask(shape))
             finally:
                 for w in workers.values():
                     w.close()

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from common import descendants
 
@@ -112,6 +113,52 @@ def clean_env() -> dict[str, str]:
                 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'):
         env.pop(key, None)
     return env
+
+
+MARK = 'BENCH '
+"""The prefix of a worker's result line (anything else it prints is ignored)."""
+
+
+class LineWorker:
+    """A benchmark worker process driven over its stdin: one command per line, one `MARK` JSON line back."""
+
+    def __init__(self, name: str, argv: list[str], cwd: str) -> None:
+        import subprocess
+
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, cwd=cwd, env=clean_env(),
+        )
+
+    def ask(self, command: str | None = None) -> dict[str, Any]:
+        """Send `command` (none: just read the next result, e.g. the worker's setup line) and return its result."""
+        import json
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command is not None:
+            self.proc.stdin.write(command + '\n')
+            self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(MARK):
+                out = json.loads(line[len(MARK):])
+                if not out.get('ok', True):
+                    raise RuntimeError(f'{self.name}: wrong value for {command}')
+                return out
+        err = self.proc.stderr.read() if self.proc.stderr else ''
+        raise RuntimeError(f'{self.name} ended: exit {self.proc.wait()}: {err[-800:]}')
+
+    def close(self) -> None:
+        import subprocess
+
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.write('quit\n')
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
 
 
 def kill_tree(pid: int) -> None:
