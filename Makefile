@@ -6,9 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo eval test test-slow lint bench
 
+# A download corrupted in transit fails pip's hash check, which pip does not retry: the install tries once more,
+# bypassing pip's cache.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' \
+	  || $(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-cache-dir -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
