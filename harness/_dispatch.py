@@ -73,6 +73,7 @@ class Dispatcher:
         reuse: bool = False,
         trace_values: bool = True,
         decisions: Mapping[int, Decision] | None = None,
+        defer: bool = False,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
@@ -105,7 +106,10 @@ class Dispatcher:
         self.decisions = dict(decisions or {})
         """A person's decisions on calls that need approval, by seq (read when the run started)."""
         self.held: dict[int, asyncio.Future[Outcome]] = {}
-        """Calls waiting for approval, by seq: never answered in this process; the run stops for them."""
+        """Calls waiting for approval, or (`defer`) for an activity to run them, by seq: never answered in this
+        process; the run stops for them."""
+        self.defer = defer
+        """The Temporal engine: live calls are journaled `running` and left to activities, not started here."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
         self.recorded = recorded_calls() if history is None else None
@@ -169,6 +173,8 @@ class Dispatcher:
             self.answered.append(record)
             self.finish_answered(record)
             future.set_result(answer)
+        elif self.defer and self.history is not None and self.history.in_flight(record.seq):
+            self.held[record.seq] = future  # journaled and handed to an activity already: wait for its result
         else:
             self.staged.append(Staged(callee, arguments, record, future))
             self.futures[record.seq] = future
@@ -315,6 +321,9 @@ class Dispatcher:
         self.remember(answered_now)
         for item in staged:
             self.emit('started', item.record)
+            if self.defer:  # an activity runs it; the run stops at this pause until its result is journaled
+                self.held[item.record.seq] = item.future
+                continue
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
             task.add_done_callback(lambda t, f=item.future: transfer(t, f))
             self.running[item.record.seq] = (task, item.callee)
@@ -341,10 +350,11 @@ class Dispatcher:
             if record.status == 'ok' and record.source in ('live', 'baseline'):
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
 
-    async def wind_down(self) -> None:
+    async def wind_down(self, *, pausing: bool = False) -> None:
         """The script ended (or failed) with calls it did not wait for: none may outlive it, and how
         each ended is journaled. Calls not started yet are `skipped` and give their budget back;
-        running ones are cancelled, except a blocking host tool, which cannot be and is awaited."""
+        running ones are cancelled, except a blocking host tool, which cannot be and is awaited.
+        `pausing`: the run stops to wait (`RunWaiting`) and keeps the held calls it waits on."""
         skipped, self.staged = self.staged, []
         for item in skipped:
             self.skip(item.record, item.callee)
@@ -362,6 +372,12 @@ class Dispatcher:
             elif record.status == 'cancelled':
                 self.emit('failed', record)
         ended = [self.calls[seq - 1] for seq, _ in running]
+        if self.defer and not pausing:  # handed to activities the script no longer waits for: not wanted
+            for seq in self.held:
+                record = self.calls[seq - 1]
+                if record.status == 'running':
+                    record.status, record.error = 'cancelled', 'cancelled: the script ended without waiting for it'
+                    ended.append(record)
         self.journal.add([*self.answered, *(item.record for item in skipped), *ended])
         self.answered = []
         await self.journal.write()

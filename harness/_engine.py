@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import getpass
+import importlib.util
+import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -83,6 +85,11 @@ class Harness:
         grant_clock / grant_randomness: let scripts read the clock / OS entropy; each value is
             journaled, so replay and resume see the same world.
         on_event: called with a `CallEvent` as each call starts, finishes or fails.
+        temporal: a Temporal server's address (`host:port`; default `HARNESS_TEMPORAL`): every script
+            runs as a Temporal workflow on the workers (`harness worker`) polling `task_queue`, which
+            need the same catalog and store. `None`: the embedded engine, in this process.
+        task_queue: the Temporal task queue workflows and calls go to.
+        task_queues: `{callee name: task queue}`, to give a heavy callee workers of its own.
     """
 
     def __init__(
@@ -108,6 +115,9 @@ class Harness:
         grant_clock: bool = False,
         grant_randomness: bool = False,
         on_event: EventHandler | None = None,
+        temporal: str | None = None,
+        task_queue: str = 'harness',
+        task_queues: Mapping[str, str] | None = None,
     ) -> None:
         if max_agent_calls < 1:
             raise UserError('max_agent_calls must be at least 1.')
@@ -142,6 +152,11 @@ class Harness:
         self.grant_randomness = grant_randomness
         self.trace_values = trace_values
         self.on_event = on_event
+        self.temporal = temporal or os.environ.get('HARNESS_TEMPORAL') or None
+        if self.temporal and importlib.util.find_spec('temporalio') is None:
+            raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
+        self.task_queue = task_queue
+        self.task_queues = dict(task_queues or {})
         self._store: RunStore | None = None
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
@@ -336,7 +351,17 @@ class Harness:
         inputs = plain_inputs(inputs)
         scope = scope or self.new_scope()
         access = scope.access.merged(Access.of(allow, deny))
-        run_id = new_run_id()
+        if self.temporal:
+            from ._temporal import run_on_temporal
+
+            return await run_on_temporal(self, code, inputs, scope, access)
+        return await self._start(new_run_id(), code, inputs, scope, access, on_event=on_event)
+
+    async def _start(
+        self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access, *,
+        on_event: EventHandler | None = None, defer: bool = False,
+    ) -> WorkflowResult:
+        """A new run from the script's first line (`defer`: its calls are left to Temporal activities)."""
         journal = Journal(self.store, run_id, this_process())
         row = RunRow(
             run_id=run_id,
@@ -347,7 +372,10 @@ class Harness:
             access=access.to_json(),
             catalog=self.manifest(),
         )
-        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results)
+        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results, defer=defer)
+        if defer and scope.orchestrator_run_id and self.store is not None:  # the orchestrator run's budget is shared
+            dispatcher.spend([c for other in self.store.runs_of_orchestrator(scope.orchestrator_run_id)
+                              for c in self.store.calls(other)])
         job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
                         inputs=row.inputs, type_check=self.type_check, rule_errors=self._rule_errors(code, access))
         return await self._execute(job, journal, mode='run', begin=row)
@@ -446,10 +474,25 @@ class Harness:
                 store.decide(run.run_id, each, decision)
         finally:
             store.release(run.run_id, owner)
+        if self.temporal and seqs:  # a run on Temporal waits for the `decide` signal, which carries it too
+            from ._temporal import signal_decision
+            from ._temporal_flow import Decided
+
+            for each in seqs:
+                self._sync(signal_decision(self.temporal, run.run_id, Decided(
+                    each, decision.approved, decision.reason, decision.decided_by)))
         return seqs
 
+    async def _advance(self, run_id: str) -> WorkflowResult:
+        """The Temporal engine's step: continue a run from its newest snapshot until it completes, fails, or
+        waits (for approvals, or for calls left to activities); calls whose activity has not journaled a
+        result are waited for, never run here."""
+        plan = plan_resume(require_store(self.store), run_id, this_process())
+        plan.history.deferred = True
+        return plan.done or await self._execute_plan(plan, None, False, False, defer=True)
+
     async def _execute_plan(
-        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool
+        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False
     ) -> WorkflowResult:
         admit(plan.run.run_id, changes(plan.run.catalog, self.manifest()), recheck=recheck,
               accept_changes=accept_changes)
@@ -460,7 +503,7 @@ class Harness:
         journal = Journal(self.store if plan.journaled else None, plan.run_id, this_process())
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,
-                                      decisions=plan.decisions)
+                                      decisions=plan.decisions, defer=defer)
         dispatcher.spend(plan.spent)
         dispatcher.preload(plan.prefill, plan.prefill_source)
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
@@ -495,6 +538,7 @@ class Harness:
         history: History | None = None,
         reuse: bool = False,
         decisions: Mapping[int, Decision] | None = None,
+        defer: bool = False,
     ) -> Dispatcher:
         policy = Policy(access=access, max_repeats=self.max_repeats, max_concurrency=self.max_concurrency,
                         call_concurrency=self.call_concurrency)
@@ -509,6 +553,7 @@ class Harness:
             reuse=reuse,
             trace_values=self.trace_values,
             decisions=decisions,
+            defer=defer,
         )
 
     async def _execute(

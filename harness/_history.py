@@ -9,6 +9,9 @@ never runs anything itself.
   one only with `retry_unknown` or an explicit answer).
 - `fork`: calls before `fork_at` are answered from the parent's journal; `fork_at` is answered
   with `answers[fork_at]`; later calls run live.
+
+With `deferred` (a resume on the Temporal engine), a call journaled `running` is in flight in an
+activity elsewhere: it is neither re-run nor a decision to make; the run waits for its result.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class History:
     answers: dict[int, Any] = field(default_factory=dict)
     retry_unknown: bool = False
     fork_at: int | None = None
+    deferred: bool = False
+    """Calls journaled `running` are running elsewhere (Temporal activities), not lost in a crash."""
 
     @property
     def source(self) -> CallSource:
@@ -80,6 +85,8 @@ class History:
             record.source, record.duration, record.error = self.source, row.duration, row.error
             kind = TimeoutError if row.status == 'timed_out' else RuntimeError
             return {'exception': kind(row.error or f'{row.callee} was cancelled')}
+        if self.deferred:  # its activity runs it (or ran it, and its result is on the way)
+            return None
         # In flight when the recorded run stopped: its outcome is unknown.
         if self.mode == 'replay':
             raise ReplayDivergence(f'call #{seq} {row.callee} never finished in the recorded run; resume it instead.')
@@ -92,6 +99,11 @@ class History:
             )
         record.attempt = row.attempt + 1
         return None
+
+    def in_flight(self, seq: int) -> bool:
+        """Whether call `seq` was handed to an activity that has not journaled its result (`deferred`)."""
+        row = self.calls.get(seq)
+        return self.deferred and row is not None and row.status == 'running'
 
     def host_value(self, record: CallRecord) -> tuple[bool, Any]:
         """A granted host value (the clock, entropy) as journaled: `(True, encoded)`, or `(False, None)`

@@ -71,6 +71,8 @@ class ProjectConfig:
     model: str | None = None
     workspace: str | None = None
     store: str | None = None
+    temporal: str | None = None
+    """A Temporal server's address: scripts run as Temporal workflows (the `temporal` extra)."""
     root: Path | None = None
 
 
@@ -92,9 +94,12 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                 raise ConfigError(
                     f'{pyproject}: [tool.harness] store must be a path string, e.g. store = ".harness/runs.db"'
                 )
+            temporal = section.get('temporal')
+            if temporal is not None and not isinstance(temporal, str):
+                raise ConfigError(f'{pyproject}: [tool.harness] temporal must be an address, e.g. "127.0.0.1:7233"')
             return ProjectConfig(
                 agents=list(agents), model=section.get('model'), workspace=section.get('workspace'), store=store,
-                root=folder,
+                temporal=temporal, root=folder,
             )
     return ProjectConfig()
 

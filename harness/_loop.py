@@ -63,9 +63,10 @@ class ScriptLoop:
                     f"The script's final value holds {exc.type_name}, which is not plain data: end the script "
                     'with dicts, lists, str, int, float, bool or None (a @dataclass instance becomes a dict).'
                 ) from None
-        except BaseException:
-            # A gather that failed abandons its other calls; nothing may outlive the script.
-            await self.dispatcher.wind_down()
+        except BaseException as exc:
+            # A gather that failed abandons its other calls; nothing may outlive the script. A run that
+            # stops to wait keeps the calls it waits on.
+            await self.dispatcher.wind_down(pausing=isinstance(exc, RunWaiting))
             raise
         finally:
             self.joins.close()

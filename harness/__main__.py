@@ -1,0 +1,5 @@
+"""`python -m harness`: the command line, as the `harness` script runs it."""
+
+from harness._cli import app
+
+app(prog_name='harness')

