@@ -398,13 +398,15 @@ def worker(
     agents: AgentsOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """Run a Temporal worker: it advances scripts and runs the catalog's calls from one task queue.
+    """Run a Temporal worker: it advances scripts, runs the catalog's calls and the orchestrator's durable
+    conversations from one task queue.
 
     Start as many as you like, on one machine or several: they share the load, and a step a dead worker
     held is retried on another. Every worker needs the same catalog (--agents) and the same run store.
     """
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or find_project_config().temporal or TEMPORAL_DEFAULT
     h, choice = build_or_exit(store, agents, root, model, opens_store=True, temporal=address)
+    h.task_queue = task_queue  # the orchestrator's scripts start on this worker's queue
     from ._temporal import serve
 
     def ready() -> None:
@@ -412,8 +414,9 @@ def worker(
                   f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
                   soft_wrap=True)
 
+    orchestrator = h.orchestrator(model_for(choice))  # durable conversations (`Harness.conversation`) too
     try:
-        asyncio.run(serve(h, address, task_queue, ready=ready))
+        asyncio.run(serve(h, address, task_queue, orchestrator=orchestrator, ready=ready))
     except WorkflowError as exc:
         raise fail(exc.message) from None
     except KeyboardInterrupt:

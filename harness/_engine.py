@@ -48,6 +48,7 @@ from ._values import NotPlainData, jsonable, plain
 
 if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness
     from ._evals import EvalResult
+    from ._temporal import Conversation
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -597,13 +598,29 @@ class Harness:
         """
         if any(c.approval for c in self._callees.values()):
             agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
+        capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny)]
+        if self.temporal:  # durable in a `conversation` workflow: model requests become activities
+            from pydantic_ai.durable_exec.temporal import TemporalDurability
+
+            capabilities.append(TemporalDurability())
         return Agent(
             model,
             name='orchestrator',
             instructions=instructions or ORCHESTRATOR_INSTRUCTIONS,
-            capabilities=[self.capability(on_event=on_event, allow=allow, deny=deny)],
+            capabilities=capabilities,
             **agent_kwargs,
         )
+
+    def conversation(self, conversation_id: str | None = None) -> Conversation:
+        """A conversation with the orchestrator that lives on Temporal (needs `temporal=`): each
+        `await conversation.ask(prompt)` is one turn, run by a worker serving an orchestrator
+        (`harness worker`); the history is the workflow's, so no worker crash loses it. Pass the id of
+        an earlier conversation to continue it."""
+        if not self.temporal:
+            raise UserError('conversation() runs on Temporal: make the Harness with temporal="host:port".')
+        from ._temporal import Conversation
+
+        return Conversation(self.temporal, self.task_queue, conversation_id or new_run_id())
 
     # -- evals ------------------------------------------------------------------------------------
 

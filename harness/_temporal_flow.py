@@ -81,6 +81,8 @@ class Advanced:
     approvals: list[int] = field(default_factory=list)
     """Calls waiting for a person's decision."""
     printed: str = ''
+    completed: list[dict[str, Any]] = field(default_factory=list)
+    """A failed script's completed calls (`seq`, `callee`, `arguments`, `result`), for the model to reuse."""
 
 
 def workflow_id(run_id: str) -> str:

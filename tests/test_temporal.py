@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import After, BudgetExceeded, Harness, WorkflowTypeError
+from harness import After, BudgetExceeded, Harness, WorkflowError, WorkflowTypeError
 from harness._cli import temporal_binary
 from harness._temporal import connect, worker
 
@@ -221,3 +221,60 @@ async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_run
     # A call that finished before the kill never started again; one the kill interrupted ran again.
     assert all(started[name.replace('done-', 'started-')] == 1 for name in finished_before)
     assert workers[1].proc.poll() is None
+
+
+@pytest.mark.slow
+async def test_a_conversation_survives_workers_killed_mid_script_and_between_turns(
+    temporal_address: str, tmp_path: Path, spawn
+) -> None:
+    marks = tmp_path / 'marks'
+    marks.mkdir()
+    store = tmp_path / 'runs.db'
+    queue = f'chat-{uuid.uuid4().hex[:8]}'
+    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
+           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
+    command = [sys.executable, str(TESTS / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
+
+    def start_worker():
+        child = spawn(command, env=env, cwd=tmp_path)
+        assert child.expect('ready', timeout=60) == 'ready'
+        return child
+
+    first = [start_worker(), start_worker()]
+    h = Harness(store=str(store), temporal=temporal_address, task_queue=queue)
+    conversation = h.conversation()
+    try:
+        turn = asyncio.ensure_future(conversation.ask('run 7'))  # its call waits at the gate
+        while not list(marks.glob('started-chat-7-*')):
+            assert not turn.done(), turn.result()
+            await asyncio.sleep(0.05)
+        for child in first:  # every worker dies mid-script
+            child.kill()
+        third = start_worker()
+        (marks / 'gate').touch()
+        assert await asyncio.wait_for(turn, 120) == 'the script returned 49'
+        assert len(list(marks.glob('done-chat-7-*'))) == 1
+
+        third.kill()  # and between two turns
+        start_worker()
+        assert await asyncio.wait_for(conversation.ask('what so far?'), 120) == 'results so far: [49]'
+        assert len(await conversation.messages()) == 6
+        await conversation.close()
+    finally:
+        await h.aclose()
+    runs = h.runs()
+    assert [(r.status, r.value) for r in runs] == [('completed', 49)]
+
+
+async def test_a_worker_that_cannot_write_the_store_fails_the_run_with_a_clear_error(
+    temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store is sealed with another key: retrying cannot help, so the run fails at once, naming no path."""
+    store = tmp_path / 'runs.db'
+    monkeypatch.setenv('HARNESS_SECRET', 'the-first-key')
+    Harness(store=str(store)).run_sync('1')
+    monkeypatch.setenv('HARNESS_SECRET', 'another-key')
+    async with on_temporal(temporal_address, store) as h:
+        with pytest.raises(WorkflowError, match=r'failed on the Temporal workers \(StoreError\)') as caught:
+            await asyncio.wait_for(h.run(GATHER), 30)
+    assert str(tmp_path) not in str(caught.value)
