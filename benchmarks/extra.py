@@ -4,11 +4,13 @@
 
 Runs `bench_durable.py` (what the journal and snapshots cost, snapshot sizes, resume in a fresh process,
 replay throughput), `bench_tracing.py` (what tracing costs per call), `bench_breakdown.py` (where one call's
-time goes in the default configuration, and the goals of #15) and `bench_idea.py` (one
-`run_workflow` script against a conventional one-tool-call-per-turn agent on the same review), prints
-their Markdown tables and writes them to `benchmarks/results/extra.md`. Meant to run after `run.py`
-(as `make bench` does), whose `results/latest.json` the durability table compares against; without that
-file the table says so. About 2.5–4 minutes on 2 busy cores; `--quick` about 70–90 s.
+time goes in the default configuration, and the goals of #15), `bench_idea.py` (one
+`run_workflow` script against a conventional one-tool-call-per-turn agent on the same review),
+`bench_control.py`, `bench_cold.py` and `bench_temporal.py` (the Temporal engine against the embedded
+one: per-call overhead, and throughput with one and two worker processes), prints their Markdown tables
+and writes them to `benchmarks/results/extra.md`. Meant to run after `run.py` (as `make bench` does),
+whose `results/latest.json` the durability table compares against; without that file the table says so.
+About 6–8 minutes on 2 busy cores; `--quick` about 3.
 
 The helpers below (medians, formatting, Markdown tables, process trees) are shared by the three
 benchmark files, so this module imports nothing heavy at the top.
@@ -171,7 +173,7 @@ def kill_tree(pid: int) -> None:
 
 # -- the driver ------------------------------------------------------------------------------------
 
-BENCHES = ('durable', 'tracing', 'breakdown', 'idea', 'control', 'cold')
+BENCHES = ('durable', 'tracing', 'breakdown', 'idea', 'control', 'cold', 'temporal')
 
 
 def main() -> int:

@@ -488,9 +488,18 @@ class Harness:
         """The Temporal engine's step: continue a run from its newest snapshot until it completes, fails, or
         waits (for approvals, or for calls left to activities); calls whose activity has not journaled a
         result are waited for, never run here."""
-        plan = plan_resume(require_store(self.store), run_id, this_process())
+        store = require_store(self.store)
+        plan = plan_resume(store, run_id, this_process())
+        if plan.done is not None:
+            # The run ended in an advance whose workflow task was then retried (Temporal re-runs a local
+            # activity it has no record of): give the same ending again, output included, by replaying
+            # from the newest snapshot with every call answered from the journal. Nothing is written.
+            plan = plan_replay(store, run_id, from_seq=plan.run.calls_count)
+            result = await self._execute_plan(plan, None, False, False)
+            check_replay(plan, result)
+            return result
         plan.history.deferred = True
-        return plan.done or await self._execute_plan(plan, None, False, False, defer=True)
+        return await self._execute_plan(plan, None, False, False, defer=True)
 
     async def _execute_plan(
         self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False

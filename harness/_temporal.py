@@ -70,6 +70,9 @@ async def heartbeating() -> AsyncGenerator[None]:
             activity.heartbeat()
             await asyncio.sleep(HEARTBEAT_EVERY)
 
+    if activity.info().is_local:  # a local activity is watched through its workflow task instead
+        yield
+        return
     task = asyncio.ensure_future(beat())
     try:
         yield

@@ -47,6 +47,9 @@ class ScriptStart:
     """Callee name -> task queue, for callees with workers of their own."""
     printed: list[str] = field(default_factory=list)
     """What the script printed in earlier advances (carried across continue-as-new)."""
+    advances_per_history: int = 1_000
+    """Continue as new after this many advances, or sooner when Temporal suggests it: a long script's
+    history stays bounded (its state is in the store, so nothing but `printed` needs carrying)."""
 
 
 @dataclass
@@ -103,16 +106,20 @@ class ScriptWorkflow:
     async def run(self, start: ScriptStart) -> Advanced:
         in_flight: dict[int, asyncio.Task[Any]] = {}
         finished: set[int] = set()
+        advances = 0
         while True:
-            step: Advanced = await workflow.execute_activity(
-                ADVANCE, start, result_type=Advanced, start_to_close_timeout=ADVANCE_TIMEOUT,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY,
+            advances += 1
+            # A local activity: the advance runs on the worker that runs this workflow task, with no round
+            # trip through the server (a worker that dies mid-advance fails the task; another replays it).
+            step: Advanced = await workflow.execute_local_activity(
+                ADVANCE, start, result_type=Advanced, start_to_close_timeout=ADVANCE_TIMEOUT, retry_policy=STEP_RETRY,
             )
             if step.printed:
                 start.printed.append(step.printed)
             if step.status != 'waiting':
                 for task in in_flight.values():  # the script no longer waits for them
                     task.cancel()
+                await asyncio.gather(*in_flight.values(), return_exceptions=True)
                 step.printed = ''.join(start.printed)
                 return step
             fresh = False
@@ -139,5 +146,6 @@ class ScriptWorkflow:
                     task.result()  # an activity that failed for good fails the workflow
                     finished.add(seq)
                     del in_flight[seq]
-            if not in_flight and workflow.info().is_continue_as_new_suggested():
+            long = advances >= start.advances_per_history or workflow.info().is_continue_as_new_suggested()
+            if long and not in_flight:
                 workflow.continue_as_new(start)

@@ -121,6 +121,10 @@ async def test_a_gather_runs_as_a_workflow_and_is_stored(temporal_address: str, 
         assert result.printed == 'squares 10\n'
         assert [c.status for c in result.calls] == ['ok'] * 10
         assert h.store is not None and h.store.verify(result.run_id) == []
+        spans = h.store.spans(result.run_id)  # every advance and every call activity, in one trace
+        assert {s['name'] for s in spans} >= {f'run_workflow {result.run_id}', 'call square', 'check'}
+        assert len({s['trace_id'] for s in spans}) == 1
+        assert sum(s['name'] == 'call square' and s['attributes'].get('harness.source') == 'live' for s in spans) == 10
         h.temporal = None  # the journal replays on the embedded engine: no callee runs
         replayed = await h.replay(result.run_id)
         assert replayed.value == 285
@@ -278,3 +282,18 @@ async def test_a_worker_that_cannot_write_the_store_fails_the_run_with_a_clear_e
         with pytest.raises(WorkflowError, match=r'failed on the Temporal workers \(StoreError\)') as caught:
             await asyncio.wait_for(h.run(GATHER), 30)
     assert str(tmp_path) not in str(caught.value)
+
+
+async def test_a_long_script_continues_as_new_and_keeps_what_it_printed(temporal_address: str, tmp_path: Path) -> None:
+    from harness._temporal_flow import ScriptStart, ScriptWorkflow, workflow_id
+
+    code = "total = 0\nfor i in range(6):\n    total += await square(i=i)\n    print(i)\ntotal"
+    async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
+        client = await connect(temporal_address)
+        start = ScriptStart(run_id='a1b2c3d4e5f6a7b8c9d0e1f2', code=code, advances_per_history=2)
+        out = await client.execute_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
+                                            task_queue=h.task_queue)
+        assert (out.status, out.value, out.printed) == ('completed', 55, '0\n1\n2\n3\n4\n5\n')
+        runs = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id(start.run_id)}'")]
+        assert len(runs) >= 3  # one execution per history, chained by continue-as-new
+        assert h.store is not None and [c.status for c in h.store.calls(start.run_id)] == ['ok'] * 6
