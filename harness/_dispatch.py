@@ -175,6 +175,7 @@ class Dispatcher:
             future.set_result(answer)
         elif self.defer and self.history is not None and self.history.in_flight(record.seq):
             self.held[record.seq] = future  # journaled and handed to an activity already: wait for its result
+            self.futures[record.seq] = future  # (a join may still answer it: a deadline, a race lost)
         else:
             self.staged.append(Staged(callee, arguments, record, future))
             self.futures[record.seq] = future

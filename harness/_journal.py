@@ -79,15 +79,17 @@ class Journal:
         if self.store is not None:
             self.rows.extend(records)
 
-    async def write(self, *, snapshot: Snapshot | None = None) -> None:
-        """Write the noted rows, then the snapshot if given, in one transaction, durably."""
+    async def write(self, *, snapshot: Snapshot | None = None, only_running: bool = False) -> None:
+        """Write the noted rows, then the snapshot if given, in one transaction, durably (`only_running`:
+        over rows still `running` only)."""
         store = self.store
         if store is None:
             return
         rows, self.rows = self.rows, []
         checkpoint = snapshot() if snapshot is not None else None  # the interpreter is dumped here, not in the thread
         if rows or checkpoint is not None:
-            await asyncio.to_thread(store.put_calls, self.run_id, rows, snapshot=checkpoint, expect_owner=self.owner)
+            await asyncio.to_thread(store.put_calls, self.run_id, rows, snapshot=checkpoint, expect_owner=self.owner,
+                                    only_running=only_running)
 
     async def end(self, status: RunStatus, *, value: Any = None, error: str | None = None) -> None:
         store = self.store

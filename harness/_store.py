@@ -716,13 +716,14 @@ class RunStore:
 
     def put_calls(
         self, run_id: str, calls: Iterable[CallRecord], *, snapshot: Checkpoint | None = None,
-        expect_owner: Owner | None = None,
+        expect_owner: Owner | None = None, only_running: bool = False,
     ) -> int | None:
         """Write whole call rows of one run in one transaction (INSERT OR REPLACE by `seq`).
 
         The run must exist; its `calls_count` is brought up to date. With `snapshot`, the snapshot
         is stored in the same transaction, after the rows it depends on (one fsync, not two), and
-        its id is returned.
+        its id is returned. `only_running`: a row whose journaled call is no longer `running` (a join
+        dropped it meanwhile) keeps what it says.
         """
         rows = [_call_to_db(run_id, call) for call in calls]
         rows = [(*row, self._sealer.mac(*row)) for row in rows]
@@ -733,6 +734,13 @@ class RunStore:
         top = max((row[1] for row in rows), default=0)
 
         def write(conn: sqlite3.Connection) -> int | None:
+            nonlocal rows
+            if only_running and rows:
+                settled = {seq for seq, status in conn.execute(
+                    "SELECT seq, status FROM calls WHERE run_id = ? AND status != 'running'", (run_id,))}
+                rows = [row for row in rows if row[1] not in settled]
+                if not rows and snapshot_row is None:
+                    return None
             replaced = self._seals_at(conn, run_id, rows) if rows else []
             conn.executemany(
                 f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows

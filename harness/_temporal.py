@@ -116,6 +116,7 @@ class Steps:
         return Advanced(
             'waiting', calls=[CallTask(start.run_id, c.seq) for c in calls], callees=[c.callee for c in calls],
             approvals=[seq for seq in held if rows[seq].status == 'waiting'], printed=result.printed,
+            wake_at=next_deadline(result.calls),
         )
 
     @activity.defn(name=CALL)
@@ -149,10 +150,18 @@ class Steps:
                     if spans:
                         await asyncio.to_thread(store.add_spans, task.run_id, spans)
             journal.add([record])
-            await journal.write()
+            await journal.write(only_running=True)  # unless a join dropped it meanwhile (`within`, a lost race)
         except StoreError as exc:
             raise unusable_store(exc) from None
         return record.status
+
+
+def next_deadline(calls: list[CallRecord]) -> float | None:
+    """The earliest `within` deadline (journaled, absolute) of a call still running: the run must advance
+    then even if no call finishes, so the script gets its `TimeoutError`."""
+    dues = [float(c.result) for c in calls if c.callee == 'join:deadline' and isinstance(c.result, int | float)
+            and isinstance(member := c.arguments.get('member'), int) and calls[member - 1].status == 'running']
+    return min(dues, default=None)
 
 
 def unusable_store(exc: StoreError) -> ApplicationError:

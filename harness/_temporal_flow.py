@@ -15,6 +15,7 @@ only the standard library and temporalio: it runs in Temporal's workflow sandbox
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -86,6 +87,8 @@ class Advanced:
     printed: str = ''
     completed: list[dict[str, Any]] = field(default_factory=list)
     """A failed script's completed calls (`seq`, `callee`, `arguments`, `result`), for the model to reuse."""
+    wake_at: float | None = None
+    """Unix time of the earliest `within` deadline of a call in flight: advance then, whatever arrives."""
 
 
 def workflow_id(run_id: str) -> str:
@@ -133,14 +136,16 @@ class ScriptWorkflow:
                     ))
             seen = len(self.decisions)
             if not fresh:
-                if in_flight:
-                    await workflow.wait_condition(
-                        lambda seen=seen: len(self.decisions) > seen or any(t.done() for t in in_flight.values())
-                    )
-                elif step.approvals:
-                    await workflow.wait_condition(lambda seen=seen: len(self.decisions) > seen)
-                else:
+                if not in_flight and not step.approvals:
                     raise ApplicationError('the script waits on nothing the workflow can run')
+                timeout = None
+                if step.wake_at is not None:
+                    timeout = timedelta(seconds=max(0.0, step.wake_at - workflow.now().timestamp()))
+                with contextlib.suppress(TimeoutError):  # a deadline passed: the advance times the call out
+                    await workflow.wait_condition(
+                        lambda seen=seen: len(self.decisions) > seen or any(t.done() for t in in_flight.values()),
+                        timeout=timeout,
+                    )
             for seq, task in list(in_flight.items()):
                 if task.done():
                     task.result()  # an activity that failed for good fails the workflow

@@ -297,3 +297,66 @@ async def test_a_long_script_continues_as_new_and_keeps_what_it_printed(temporal
         runs = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id(start.run_id)}'")]
         assert len(runs) >= 3  # one execution per history, chained by continue-as-new
         assert h.store is not None and [c.status for c in h.store.calls(start.run_id)] == ['ok'] * 6
+
+
+async def test_joins_on_temporal_a_deadline_and_a_race(temporal_address: str, tmp_path: Path) -> None:
+    """`within` wakes the workflow at its journaled deadline although no call finishes; a race's loser is
+    dropped (journaled `lost`)."""
+    release = asyncio.Event()
+    async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
+
+        @h.subagent
+        async def slow(*, q: str) -> str:
+            """Waits until the test releases it."""
+            await release.wait()
+            return f'slow:{q}'
+
+        script = """
+try:
+    v = await within(0.3, slow(q='x'))
+except TimeoutError:
+    v = 'timed out'
+w = await first_of(slow(q='y'), square(i=3))
+[v, w]
+"""
+        result = await asyncio.wait_for(h.run(script), 30)
+        assert result.value == ['timed out', 9]
+        release.set()
+        assert h.store is not None
+        statuses = {c.callee + ':' + str(c.arguments.get('q', c.arguments.get('i', ''))): c.status
+                    for c in h.store.calls(result.run_id) if not c.callee.startswith('join:')}
+        assert statuses == {'slow:x': 'timed_out', 'slow:y': 'lost', 'square:3': 'ok'}
+
+
+async def test_a_callee_runs_on_its_own_task_queue(temporal_address: str, tmp_path: Path) -> None:
+    heavy = f'heavy-{uuid.uuid4().hex[:8]}'
+    ran_on: list[str] = []
+    async with on_temporal(temporal_address, tmp_path / 'runs.db', task_queues={'square': heavy}) as h:
+        other = Harness(store=str(tmp_path / 'runs.db'))
+
+        @other.subagent
+        async def square(*, i: int) -> int:
+            """i squared."""
+            ran_on.append(heavy)
+            return i * i
+
+        async with worker(other, await connect(temporal_address), heavy):
+            result = await h.run(GATHER)
+        await other.aclose()
+    assert result.value == 285 and ran_on == [heavy] * 10
+
+
+def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) -> None:
+    """What a `call` activity that finishes after its call timed out writes: nothing."""
+    from harness import CallRecord, RunRow
+    from harness._store import RunStore
+
+    store = RunStore(str(tmp_path / 'runs.db'))
+    store.create_run(RunRow(run_id='r1', script='x'))
+    store.put_calls('r1', [CallRecord(1, 'slow', {}, 1), CallRecord(2, 'slow', {}, 1)])
+    store.put_calls('r1', [CallRecord(1, 'slow', {}, 1, status='timed_out', error='late')])
+    store.put_calls('r1', [CallRecord(1, 'slow', {}, 1, status='ok', result='a'),
+                           CallRecord(2, 'slow', {}, 1, status='ok', result='b')], only_running=True)
+    assert [(c.status, c.result) for c in store.calls('r1')] == [('timed_out', None), ('ok', 'b')]
+    assert store.verify('r1') == []
+    store.close()
