@@ -346,7 +346,8 @@ class Harness:
         `allow` / `deny` restrict which callees this run may call (on top of the scope's): a call
         outside them is refused, never run. Raises a `WorkflowError` subclass on failure, carrying
         the completed calls and the output. With a store, every call is journaled and every pause
-        snapshotted, so the run can be resumed, replayed or forked later.
+        snapshotted, so the run can be resumed, replayed or forked later. On Temporal (`temporal=`) the
+        script runs on the workers; `on_event` is not called (the calls happen in other processes).
         """
         script_text(code)
         inputs = plain_inputs(inputs)
@@ -404,6 +405,10 @@ class Harness:
         catalog differs from the run's, unless `recheck=True` (the script still type-checks against
         the new stubs) or `accept_changes=True`; the script is type-checked in every case.
         """
+        if self.temporal:  # a second driver beside Temporal's would run calls its activities own
+            raise WorkflowError(f'Run {run_id} is driven by Temporal, which resumes it by itself (its workers retry '
+                                'every step); approve or reject its waiting calls instead. resume() is for the '
+                                'embedded engine (temporal=None).')
         plan = plan_resume(require_store(self.store), run_id, this_process(), retry_unknown=retry_unknown,
                            answers=dict(answers or {}))
         return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes)
