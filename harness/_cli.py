@@ -105,7 +105,7 @@ def build(
     config = find_project_config()
     choice = choose_model(model, config_model=config.model)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
-    h = Harness(store=resolve_store(store, config), temporal=address)
+    h = Harness(store=resolve_store(store, config), temporal=address, task_queues=config.task_queues)
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)

@@ -73,6 +73,8 @@ class ProjectConfig:
     store: str | None = None
     temporal: str | None = None
     """A Temporal server's address: scripts run as Temporal workflows (the `temporal` extra)."""
+    task_queues: dict[str, str] = field(default_factory=dict)
+    """Callee name -> Temporal task queue, for callees with workers of their own."""
     root: Path | None = None
 
 
@@ -97,9 +99,13 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
             temporal = section.get('temporal')
             if temporal is not None and not isinstance(temporal, str):
                 raise ConfigError(f'{pyproject}: [tool.harness] temporal must be an address, e.g. "127.0.0.1:7233"')
+            queues = section.get('task_queues', {})
+            if not isinstance(queues, dict) or not all(isinstance(v, str) for v in queues.values()):
+                raise ConfigError(f'{pyproject}: [tool.harness] task_queues maps callees to queue names, e.g. '
+                                  'task_queues = { reviewer = "gpu" }')
             return ProjectConfig(
                 agents=list(agents), model=section.get('model'), workspace=section.get('workspace'), store=store,
-                temporal=temporal, root=folder,
+                temporal=temporal, task_queues=queues, root=folder,
             )
     return ProjectConfig()
 

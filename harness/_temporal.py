@@ -181,10 +181,10 @@ async def connect(address: str) -> Client:
         try:
             clients[address] = await Client.connect(address, interceptors=[TracingInterceptor()],
                                                     plugins=[PydanticAIPlugin()])
-        except RuntimeError as exc:
+        except RuntimeError:
             raise WorkflowError(
-                f'Cannot reach a Temporal server at {address} ({exc}). Start one with `harness temporal-dev`, '
-                'or point HARNESS_TEMPORAL at yours.'
+                f'Cannot reach a Temporal server at {address}. Start one with `harness temporal-dev`, or point '
+                'HARNESS_TEMPORAL at yours.'
             ) from None
     return clients[address]
 

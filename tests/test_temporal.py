@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -360,3 +361,61 @@ def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) 
     assert [(c.status, c.result) for c in store.calls('r1')] == [('timed_out', None), ('ok', 'b')]
     assert store.verify('r1') == []
     store.close()
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_the_cli_runs_a_script_on_temporal_from_pyproject(temporal_address: str, tmp_path: Path, cli) -> None:
+    """`[tool.harness] temporal` and `task_queues` send `harness exec` to the workers (one runs on a thread)."""
+    from harness._loading import find_project_config
+
+    queue = f'cli-{uuid.uuid4().hex[:8]}'
+    (tmp_path / 'pyproject.toml').write_text(
+        f'[project]\nname = "p"\n\n[tool.harness]\nstore = "runs.db"\ntemporal = "{temporal_address}"\n'
+        f'task_queues = {{ square = "{queue}" }}\n'
+    )
+    (tmp_path / 'w.py').write_text('await square(i=4)\n')
+    assert find_project_config(tmp_path).task_queues == {'square': queue}
+    ready, stop = threading.Event(), threading.Event()
+
+    async def serve_both() -> None:  # the default queue's worker, and the one `square` is routed to
+        async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
+            h.task_queue = 'harness'
+            client = await connect(temporal_address)
+            async with worker(h, client, 'harness'), worker(h, client, queue):
+                await h.run('await square(i=1)')  # its sandbox workers start now, not during the command
+                ready.set()
+                while not stop.is_set():
+                    await asyncio.sleep(0.02)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve_both(),))
+    thread.start()
+    try:
+        assert ready.wait(60)
+        result = cli(['exec', 'w.py', '--json'], cwd=tmp_path, env={'HARNESS_TEMPORAL': None})
+    finally:
+        stop.set()
+        thread.join()
+    assert result.exit_code == 0, result.describe()
+    assert '"value": 16' in result.stdout
+
+
+def test_a_worker_without_a_server_says_so_in_one_line(tmp_path: Path, cli) -> None:
+    result = cli(['worker', '--temporal', f'127.0.0.1:{free_port()}', '--store', str(tmp_path / 'runs.db')],
+                 cwd=tmp_path)
+    assert result.exit_code == 1, result.describe()
+    assert result.stderr.strip().startswith('error: Cannot reach a Temporal server at 127.0.0.1:')
+    assert len(result.stderr.strip().splitlines()) == 1 and 'Traceback' not in result.stderr
+
+
+def test_temporal_dev_starts_a_server_on_localhost(tmp_path: Path) -> None:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, '-m', 'harness', 'temporal-dev', '--port', str(port), '--db',
+                               str(tmp_path / 'dev.db')], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, server)  # type: ignore[arg-type]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    assert (tmp_path / 'dev.db').exists()
