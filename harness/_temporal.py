@@ -44,7 +44,7 @@ from ._errors import (
 from ._journal import Journal
 from ._records import CallRecord, WorkflowResult, new_run_id
 from ._rules import Access
-from ._store import StoreError
+from ._store import RunStore, StoreError
 from ._temporal_chat import ORCHESTRATORS, ConversationStart, ConversationWorkflow, conversation_workflow_id
 from ._temporal_flow import ADVANCE, CALL, Advanced, CallTask, Decided, ScriptStart, ScriptWorkflow, workflow_id
 from ._tracing import RECORDER, attach_traceparent
@@ -89,8 +89,7 @@ class Steps:
     @activity.defn(name=ADVANCE)
     async def advance(self, start: ScriptStart) -> Advanced:
         h = self.harness
-        store = h.store
-        assert store is not None
+        store = shared_store(h)
         async with heartbeating():
             try:
                 if store.get_run(start.run_id) is None:
@@ -123,8 +122,7 @@ class Steps:
     async def call(self, task: CallTask) -> str:
         """Run call `task.seq` and journal its result; returns the call's status."""
         h = self.harness
-        store = h.store
-        assert store is not None
+        store = shared_store(h)
         run = store.get_run(task.run_id)
         record = next((c for c in store.calls(task.run_id) if c.seq == task.seq), None) if run else None
         if run is None or record is None:
@@ -154,6 +152,14 @@ class Steps:
         except StoreError as exc:
             raise unusable_store(exc) from None
         return record.status
+
+
+def shared_store(harness: Harness) -> RunStore:
+    """The run store this worker shares with the client; a worker without one cannot take any step."""
+    if harness.store is None:
+        raise ApplicationError('this worker\'s Harness has no run store (store=None): the workers and the client '
+                               'need the same store', type='StoreMismatch', non_retryable=True)
+    return harness.store
 
 
 def next_deadline(calls: list[CallRecord]) -> float | None:
