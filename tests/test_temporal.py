@@ -178,16 +178,23 @@ sum(squares)
 """
 
 
+def gated_marks(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The marker folder of `temporal_agents.work`, and the environment of worker processes that use it
+    (calls with `i` of 5 or more wait for the test's gate)."""
+    marks = tmp_path / 'marks'
+    marks.mkdir()
+    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
+           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
+    return marks, env
+
+
 @pytest.mark.slow
 async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_runs_twice(
     temporal_address: str, tmp_path: Path, spawn
 ) -> None:
-    marks = tmp_path / 'marks'
-    marks.mkdir()
+    marks, env = gated_marks(tmp_path)
     store = tmp_path / 'runs.db'
     queue = f'kill-{uuid.uuid4().hex[:8]}'
-    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
-           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
     command = [sys.executable, '-m', 'harness', 'worker', '--temporal', temporal_address, '-q', queue,
                '--store', str(store), '--agents', 'temporal_agents:work']
     workers = [spawn(command, env=env, cwd=tmp_path) for _ in range(2)]
@@ -232,12 +239,9 @@ async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_run
 async def test_a_conversation_survives_workers_killed_mid_script_and_between_turns(
     temporal_address: str, tmp_path: Path, spawn
 ) -> None:
-    marks = tmp_path / 'marks'
-    marks.mkdir()
+    marks, env = gated_marks(tmp_path)
     store = tmp_path / 'runs.db'
     queue = f'chat-{uuid.uuid4().hex[:8]}'
-    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
-           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
     command = [sys.executable, str(TESTS / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
 
     def start_worker():
