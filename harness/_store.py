@@ -772,6 +772,14 @@ class RunStore:
             ]
         )
 
+    def call(self, run_id: str, seq: int) -> CallRecord | None:
+        """One journaled call, or None."""
+        row = self._read(
+            lambda conn: conn.execute(f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND seq = ?',
+                                      (run_id, seq)).fetchone()
+        )
+        return _call_from_db(row) if row is not None else None
+
     # -- snapshots -------------------------------------------------------------------------------
 
     def _snapshot_row(self, run_id: str, snapshot: Checkpoint) -> tuple[Any, ...]:

@@ -14,13 +14,14 @@ import asyncio
 import contextlib
 import signal
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
+from pydantic_ai.usage import UsageLimits
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
@@ -29,8 +30,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from ._catalog import Callee
 from ._context import RunScope
-from ._dispatch import validate_arguments
+from ._dispatch import Dispatcher, validate_arguments
 from ._errors import (
     BudgetExceeded,
     PolicyViolation,
@@ -42,15 +44,37 @@ from ._errors import (
     WorkflowTypeError,
 )
 from ._journal import Journal
-from ._records import CallRecord, WorkflowResult, new_run_id
+from ._records import CallRecord, EventHandler, WorkflowResult, new_run_id
 from ._rules import Access
 from ._store import RunStore, StoreError
 from ._temporal_chat import ORCHESTRATORS, ConversationStart, ConversationWorkflow, conversation_workflow_id
 from ._temporal_flow import ADVANCE, CALL, Advanced, CallTask, Decided, ScriptStart, ScriptWorkflow, workflow_id
 from ._tracing import RECORDER, attach_traceparent
 
-if TYPE_CHECKING:
-    from ._engine import Harness
+
+class TemporalHost(Protocol):
+    """What the Temporal side needs of a `Harness` (a protocol, so this module never imports the engine)."""
+
+    temporal: str | None
+    task_queue: str
+    task_queues: dict[str, str]
+    sub_agent_usage_limits: UsageLimits | None
+
+    @property
+    def store(self) -> RunStore | None: ...
+
+    @property
+    def callees(self) -> Mapping[str, Callee]: ...
+
+    def new_scope(self, **kwargs: Any) -> RunScope: ...
+
+    async def _start(self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access,
+                     *, defer: bool = False) -> WorkflowResult: ...
+
+    async def _advance(self, run_id: str) -> WorkflowResult: ...
+
+    def _dispatcher(self, run_id: str, scope: RunScope, access: Access, on_event: EventHandler | None,
+                    journal: Journal) -> Dispatcher: ...
 
 HEARTBEAT_EVERY = 1.0
 
@@ -83,7 +107,7 @@ async def heartbeating() -> AsyncGenerator[None]:
 class Steps:
     """The activities, bound to the worker's Harness (its catalog, store and sandbox pool)."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: TemporalHost) -> None:
         self.harness = harness
 
     @activity.defn(name=ADVANCE)
@@ -124,7 +148,7 @@ class Steps:
         h = self.harness
         store = shared_store(h)
         run = store.get_run(task.run_id)
-        record = next((c for c in store.calls(task.run_id) if c.seq == task.seq), None) if run else None
+        record = store.call(task.run_id, task.seq) if run else None
         if run is None or record is None:
             raise ApplicationError(f'run {task.run_id} has no call #{task.seq} in this worker\'s store: the workers '
                                    'and the client need the same run store (--store)', type='StoreMismatch',
@@ -154,7 +178,7 @@ class Steps:
         return record.status
 
 
-def shared_store(harness: Harness) -> RunStore:
+def shared_store(harness: TemporalHost) -> RunStore:
     """The run store this worker shares with the client; a worker without one cannot take any step."""
     if harness.store is None:
         raise ApplicationError('this worker\'s Harness has no run store (store=None): the workers and the client '
@@ -196,7 +220,8 @@ async def connect(address: str) -> Client:
 
 
 def worker(
-    harness: Harness, client: Client, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None, **options: Any
+    harness: TemporalHost, client: Client, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None,
+    **options: Any,
 ) -> Worker:
     """A worker that runs scripts' workflows and the catalog's calls from `task_queue`; with `orchestrator`
     (an agent from `Harness.orchestrator`), durable conversations with it too (`Harness.conversation`)."""
@@ -248,7 +273,7 @@ class Conversation:
 
 
 async def serve(
-    harness: Harness, address: str, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None,
+    harness: TemporalHost, address: str, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None,
     ready: Callable[[], None] | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM; then it stops taking work and finishes what it holds."""
@@ -265,7 +290,7 @@ async def serve(
 
 
 async def run_on_temporal(
-    harness: Harness, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access
+    harness: TemporalHost, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access
 ) -> WorkflowResult:
     """Run a script as a Temporal workflow and wait for its result (what `Harness.run` does with `temporal=`).
 
