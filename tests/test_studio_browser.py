@@ -108,6 +108,8 @@ def test_the_runs_page_lists_the_runs(studio: Studio, page: Any) -> None:
                 for r, run_id in studio.runs.items()}
     assert statuses == {'ok': 'completed', 'failed': 'failed', 'waiting': 'waiting'}
     assert page.locator('.chip[data-status=failed] .count').inner_text() == '1'
+    # The badge comes from its own fetch, so it may arrive after the table.
+    page.locator('#pending-badge:not(.hidden)').wait_for()
     assert page.locator('#pending-badge').inner_text() == '1'  # one call waits for a person
     page.click('.chip[data-status=failed]')
     page.wait_for_url('**/runs?status=failed')
