@@ -37,6 +37,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # The stores the tests write are sealed with a key of their own (inherited by their subprocesses),
     # never with the key in the user's config directory.
     os.environ['HARNESS_SECRET'] = 'harness-tests'
+    # In this process logfire is configured first, as an app that uses it would: logfire's `capfire`
+    # fixture configures it again, which replaces logfire's provider but could not replace the plain
+    # OpenTelemetry provider the harness installs when it finds nothing to export (its `offline` mode,
+    # tested in fresh processes).
+    import logfire
+
+    logfire.configure(send_to_logfire=False, console=False)
+    logfire.instrument_pydantic_ai()
 
 
 @pytest.fixture

@@ -400,8 +400,8 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
 
 def test_configure_tracing_without_token_or_endpoint_sends_nothing(probes: dict[str, dict[str, Any]]) -> None:
     report = probes['default']
-    assert report['mode'] == 'logfire'
-    assert report['logfire_configured'] is True
+    assert report['mode'] == 'offline'  # a plain OpenTelemetry provider: logfire's pipeline exists to export
+    assert report['logfire_configured'] is False
     assert report['token'] is None
     assert report['exporters'] == []  # no console, no Logfire, no OTLP exporter at all
     assert report['network_exporters'] == []

@@ -438,7 +438,7 @@ def test_resumed_run_continues_the_original_trace(traced: Traced, receiver: Rece
 
 def test_without_token_or_endpoint_nothing_is_sent(traced: Traced) -> None:
     report = traced.report  # covers the offline fan-out and the resume of the killed run
-    assert report['mode'] == 'logfire'
+    assert report['mode'] == 'offline'
     assert report['exporters'] == []
     assert report['connections'] == []
     with RunStore(str(traced.offline_store)) as db:
