@@ -209,6 +209,10 @@ MIGRATIONS: list[tuple[str, ...]] = [
 ]
 
 
+class WouldWait(Exception):
+    """Raised by `RunStore.at_once`: the write would have had to wait for a lock, and was not made."""
+
+
 class StoreError(Exception):
     """The run store cannot do what was asked; the message says why and, where there is one, the fix."""
 
@@ -408,6 +412,9 @@ class RunStore:
         self.path = str(path)
         self.lock_patience = lock_patience
         self._lock = threading.Lock()
+        self._now = threading.local()
+        """`on` while this thread is inside `at_once`."""
+        self._busy_ms = int(busy_timeout * 1000)
         try:
             self._key = key if key is not None else store_key()
         except SealKeyError as exc:
@@ -430,7 +437,7 @@ class RunStore:
         except sqlite3.Error as exc:
             raise StoreError(f'cannot open the run store {self.path}: {exc}') from exc
         try:
-            self._retry(lambda conn: self._configure(conn, busy_timeout, in_memory=in_memory))
+            self._retry(lambda conn: self._configure(conn, in_memory=in_memory))
             self.key_matches = self._migrate() == key_id(self._key)
         except BaseException:
             self.close()
@@ -643,14 +650,14 @@ class RunStore:
         return [seal or '' for seq, seal in found if seq in seqs]
 
     @staticmethod
-    def _advance_head(conn: sqlite3.Connection, run_id: str, replaced: list[str], rows: list[tuple[Any, ...]]) -> None:
-        """Bring the run's journal head up to date after `rows` replaced the seals `replaced`: O(rows written)."""
-        current = conn.execute('SELECT journal_head FROM runs WHERE run_id = ?', (run_id,)).fetchone()[0] or ''
+    def _next_head(
+        conn: sqlite3.Connection, run_id: str, current: str, replaced: list[str], rows: list[tuple[Any, ...]]
+    ) -> str:
+        """The run's journal head once `rows` replaced the seals `replaced`: O(rows written)."""
         if current.startswith(HEAD_FORMAT):
-            new = advance(current, replaced, (str(row[-1]) for row in rows))
-        else:  # a run begun by an earlier version: its head is recomputed in this format once, from every row
-            new = head(seal or '' for (seal,) in conn.execute('SELECT seal FROM calls WHERE run_id = ?', (run_id,)))
-        conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (new, run_id))
+            return advance(current, replaced, (str(row[-1]) for row in rows))
+        # A run begun by an earlier version: its head is recomputed in this format once, from every row.
+        return head(seal or '' for (seal,) in conn.execute('SELECT seal FROM calls WHERE run_id = ?', (run_id,)))
 
     def _reseal(self, conn: sqlite3.Connection, run_id: str) -> None:
         fields = conn.execute(f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
@@ -741,22 +748,28 @@ class RunStore:
                 rows = [row for row in rows if row[1] not in settled]
                 if not rows and snapshot_row is None:
                     return None
-            replaced = self._seals_at(conn, run_id, rows) if rows else []
-            conn.executemany(
-                f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows
-            )
             guard, params = _owner_guard(expect_owner)
-            cursor = conn.execute(
-                f'UPDATE runs SET calls_count = MAX(calls_count, ?), updated = ? WHERE run_id = ?{guard}',
-                (top, time.time(), run_id, *params),
-            )
-            if cursor.rowcount == 0:
+            # One read and one update of the run per write: its sealed fields, then count, head and seal.
+            sealed = conn.execute(
+                f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?{guard}', (run_id, *params)
+            ).fetchone()
+            if sealed is None:
                 if expect_owner is None:
                     raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before journaling calls.')
                 self._refuse_write(conn, run_id)
             if rows:
-                self._advance_head(conn, run_id, replaced, rows)
-                self._reseal(conn, run_id)
+                replaced = self._seals_at(conn, run_id, rows)
+                conn.executemany(
+                    f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows
+                )
+                count = max(sealed[-2], top)
+                journal_head = self._next_head(conn, run_id, sealed[-1] or '', replaced, rows)
+                conn.execute(
+                    'UPDATE runs SET calls_count = ?, journal_head = ?, updated = ?, seal = ? WHERE run_id = ?',
+                    (count, journal_head, time.time(), self._sealer.mac(*sealed[:-2], count, journal_head), run_id),
+                )
+            else:
+                conn.execute('UPDATE runs SET updated = ? WHERE run_id = ?', (time.time(), run_id))
             return self._insert_snapshot(conn, snapshot_row) if snapshot_row is not None else None
 
         return self._write(write)
@@ -793,10 +806,9 @@ class RunStore:
             len(sealed), hashlib.sha256(sealed).hexdigest(), time.time(),
         )  # fmt: skip
 
-    def _insert_snapshot(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
-        run_id = row[0]
-        if conn.execute('SELECT 1 FROM runs WHERE run_id = ?', (run_id,)).fetchone() is None:
-            raise StoreError(f'no run {run_id!r} in {self.path}: create_run() before snapshotting.')
+    @staticmethod
+    def _insert_snapshot(conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
+        """Insert a snapshot row of a run the transaction has found (`put_calls`)."""
         cursor = conn.execute(
             'INSERT INTO snapshots (run_id, after_seq, blob, ledger_json, monty_format, store_format, '
             'size, digest, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
@@ -1061,9 +1073,9 @@ class RunStore:
             raise SnapshotError(f'{what} does not hold the Monty dump its header describes: it is corrupt.')
         return dump
 
-    def _configure(self, conn: sqlite3.Connection, busy_timeout: float, *, in_memory: bool) -> None:
+    def _configure(self, conn: sqlite3.Connection, *, in_memory: bool) -> None:
         try:
-            conn.execute(f'PRAGMA busy_timeout = {int(busy_timeout * 1000)}')
+            conn.execute(f'PRAGMA busy_timeout = {self._busy_ms}')
             if not in_memory:
                 conn.execute('PRAGMA journal_mode = WAL')
             conn.execute('PRAGMA synchronous = FULL')
@@ -1141,24 +1153,47 @@ class RunStore:
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._retry(fn)
 
+    def at_once(self, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Call `method` (one of this store's) only if it can run now, without waiting for a lock: the
+        connection is free and no other process holds the file; else raise `WouldWait`, having changed
+        nothing. For an event loop, which must never wait on a lock (the journal falls back to a thread)."""
+        self._now.on = True
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self._now.on = False
+
     def _retry(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` under the connection lock, retrying while another process holds the file locked."""
+        """Run `fn` under the connection lock, retrying while another process holds the file locked
+        (within `at_once`: `WouldWait` instead of waiting)."""
+        at_once = getattr(self._now, 'on', False)
         deadline = time.monotonic() + self.lock_patience
         delay = 0.005
         while True:
-            with self._lock:
+            if not self._lock.acquire(blocking=not at_once):
+                raise WouldWait
+            try:
                 if self._conn is None:
                     raise StoreError(f'the run store {self.path} is closed.')
                 try:
+                    if at_once:
+                        self._conn.execute('PRAGMA busy_timeout = 0')
                     return fn(self._conn)
                 except sqlite3.OperationalError as exc:
                     if not _is_busy(exc):
                         raise StoreError(f'run store {self.path}: {exc}') from exc
+                    if at_once:
+                        raise WouldWait from None
                     if time.monotonic() >= deadline:
                         raise StoreError(
                             f'the run store {self.path} stayed locked by another process for over '
                             f'{self.lock_patience:.0f} s; is a stuck process holding it?'
                         ) from exc
+                finally:
+                    if at_once:
+                        self._conn.execute(f'PRAGMA busy_timeout = {self._busy_ms}')
+            finally:
+                self._lock.release()
             time.sleep(delay * (0.5 + random.random()))  # jitter: two waiters do not retry in lockstep
             delay = min(delay * 2, 0.1)
 

@@ -19,6 +19,7 @@ from harness import CallRecord
 from harness import _store as store_module
 from harness._errors import SnapshotError
 from harness._store import (
+    DEFAULT_BUSY_TIMEOUT,
     HEADER_LEN,
     MIGRATIONS,
     STORE_FORMAT,
@@ -27,6 +28,7 @@ from harness._store import (
     RunRow,
     RunStore,
     StoreError,
+    WouldWait,
     _binding,
 )
 
@@ -600,3 +602,56 @@ def test_threads_share_one_store(store: RunStore) -> None:
         t.join()
     assert errors == []
     assert len(store.list_runs(limit=500)) == 120
+
+
+# -- writes from an event loop ----------------------------------------------------------------------------
+
+
+def test_at_once_does_not_wait_for_a_lock_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / 'runs.db'
+    with RunStore(path) as db:
+        db.create_run(RunRow(run_id='r1'))
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute('BEGIN IMMEDIATE')  # another process writing
+        started = time.monotonic()
+        with pytest.raises(WouldWait):
+            db.at_once(db.update_run, 'r1', status='failed')
+        assert time.monotonic() - started < DEFAULT_BUSY_TIMEOUT  # refused at once, not after the busy timeout
+        other.execute('ROLLBACK')
+        assert db.get_run('r1').status == 'running'
+        db.at_once(db.update_run, 'r1', status='failed')
+        assert db.get_run('r1').status == 'failed'
+        other.close()
+
+
+async def test_a_store_locked_by_another_process_holds_up_the_run_not_the_event_loop(
+    make_harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal writes on the event loop only when the store is free: a locked store sends the write to
+    a thread, so the loop (and every other workflow on it) goes on, and the run finishes once it is free."""
+    from harness import _journal
+
+    h = make_harness(store=str(tmp_path / 'runs.db'), tracing=False)
+
+    @h.tool
+    async def f(*, i: int) -> int:
+        return i + 1
+
+    assert h.run_sync('await f(i=0)').value == 1  # the store exists
+    to_thread, handed = asyncio.to_thread, asyncio.Event()
+
+    async def spy(*args, **kwargs):
+        handed.set()
+        return await to_thread(*args, **kwargs)
+
+    monkeypatch.setattr(_journal.asyncio, 'to_thread', spy)
+    other = sqlite3.connect(tmp_path / 'runs.db', isolation_level=None)
+    other.execute('BEGIN IMMEDIATE')
+    run = asyncio.ensure_future(h.run('await f(i=1)'))
+    await handed.wait()  # the loop is free while the write waits for the lock on a thread
+    assert not run.done()
+    other.execute('COMMIT')
+    other.close()
+    result = await run
+    assert result.value == 2 and result.status == 'completed'
+    assert [c.result for c in h.store.calls(result.run_id)] == [2]
