@@ -2,15 +2,17 @@
 
 One SQLite file (standard library `sqlite3`), or `":memory:"`. Invariants:
 
-- Durability: WAL with `synchronous=FULL`, so a call result is on disk when `call_finished`
+- Durability: WAL with `synchronous=FULL`, so a call result is on disk when `put_calls`
   returns; the harness journals a result before it hands it to the sandbox.
 - Concurrency: every write is one `BEGIN IMMEDIATE` transaction; several processes may share the
   file, and a write that finds the file locked past `busy_timeout` is retried (with backoff) up to
-  `lock_patience` seconds. Several threads may share one `RunStore` (one connection, one lock).
+  `lock_patience` seconds; inside `at_once` it is not made at all (`WouldWait`). Several threads may
+  share one `RunStore` (one connection, one lock).
 - Schema: versioned in `meta.schema_version`; `MIGRATIONS[i]` takes version `i` to `i + 1` and all
   pending ones run in one transaction at open. A file newer than this code is refused, not touched.
-- Snapshots: a Monty dump is sealed with this store's secret key (random, created on first open,
-  kept in `meta`) and is verified before any of its bytes are returned: a row read back from the
+- Snapshots: a Monty dump is sealed with the harness's key (`HARNESS_SECRET`, else a key file in the
+  user's config directory; the store keeps only the key's id in `meta`, see `_seal.py`) and is
+  verified before any of its bytes are returned: a row read back from the
   store carries only a verified dump. A blob altered, truncated, copied from another store, or
   written by a newer harness or Monty raises `SnapshotError` saying which.
 - JSON columns hold plain data (None, bool, int, float, str, list, dict with str keys); tuples
