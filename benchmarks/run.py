@@ -1,6 +1,7 @@
 """Benchmark this project against the reference `DynamicWorkflow` (pydantic-ai-harness 0.62.0), side by side.
 
     python benchmarks/run.py [--quick] [--rounds N] [--only SCENARIO ...] [--ours-mode auto|orchestrator|run]
+        [--ours-tracing default|off] [--ours-store file|memory]
 
 Each side runs in its own subprocess and its own environment: ours with this interpreter (the project's
 environment), the reference with `benchmarks/.venv-reference` (created on first use). For every scenario
@@ -65,7 +66,7 @@ def run_side(side: str, python: Path | str, scenario: Scenario, args: argparse.N
     if args.iterations is not None:
         cmd += ['--iterations', str(args.iterations)]
     if side == 'ours':
-        cmd += ['--mode', args.ours_mode]
+        cmd += ['--mode', args.ours_mode, '--store', args.ours_store]
     if args.deadline is not None:
         cmd += ['--deadline', str(args.deadline)]
     deadline = args.deadline if args.deadline is not None else \
@@ -241,7 +242,8 @@ differ (32 type checks).
 
 **Columns.** An iteration is one full pydantic-ai orchestrator run (or 32 at once): a `FunctionModel`
 calls `run_workflow` with the script, then answers with the tool's return, which is checked. Ours:
-`Harness(store=':memory:').orchestrator(model=...)`; reference: `Agent(model,
+`Harness(store=FILE).orchestrator(model=...)` with a store file in a temporary directory (the default
+configuration; `--ours-store memory`: `:memory:`); reference: `Agent(model,
 capabilities=[DynamicWorkflow(...)])`. *cold*: the first iteration in a fresh process (imports and
 agents built; no sandbox worker started yet); it is also the warm-up. *warm*: median of the iterations
 after it in the same process. *ours/ref*: ratio of the medians, below 1 means ours is faster. *MB*:
@@ -286,6 +288,8 @@ def main() -> int:
                         help='auto: the orchestrator agent if Harness.orchestrator exists, else Harness.run')
     parser.add_argument('--ours-tracing', choices=['default', 'off'], default='default',
                         help='off: our side runs with HARNESS_TRACING=off (no spans recorded)')
+    parser.add_argument('--ours-store', choices=['file', 'memory'], default='file',
+                        help='file: our side journals to a store file, fsynced (the default configuration)')
     parser.add_argument('--output', type=Path, default=RESULTS / 'latest.md')
     args = parser.parse_args()
     order = [name for name in SCENARIOS if (not args.only or name in args.only) and name not in args.skip]
@@ -323,7 +327,8 @@ def main() -> int:
         f'Python {platform.python_version()}, load average {load}; '
         f'{sum(len(raw[n]["ours"]) for n in order)} interleaved subprocess pairs'
         f'{" (--quick)" if args.quick else ""}; ours mode: `{ours_mode}`'
-        f'{", HARNESS_TRACING=off" if args.ours_tracing == "off" else ""}; total {elapsed:.0f} s.\n\n'
+        f'{", HARNESS_TRACING=off" if args.ours_tracing == "off" else ""}; ours store: {args.ours_store}; '
+        f'total {elapsed:.0f} s.\n\n'
     )
     text = (header + table(summaries, order) + '\n' + LEGEND + '\n### Details\n\n' + details(summaries, order)
             + '\n' + notes(summaries, order))
