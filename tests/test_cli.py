@@ -293,6 +293,17 @@ def test_ask_reviews_the_sample_project_offline(cli: Cli, work: Path) -> None:
     assert 'no calls were made' in out and '→' not in out
 
 
+def test_ask_reviews_the_one_file_it_is_named_offline(cli: Cli, work: Path) -> None:
+    """Issue 21.18: a prompt naming one file reviews that file (three calls), not every file of the clone."""
+    env = {'HARNESS_STORE': str(work / 'ask-one' / 'runs.db')}
+    out = ok(cli(['ask', 'review examples/sample_project/utils.py'], cwd=REPO, env=env, columns=120))
+    assert re.search(r"^\s*→ #1 read_file\(path='examples/sample_project/utils\.py'\)$", out, re.M), out
+    assert re.search(r"^\s*→ #2 reviewer\(path='examples/sample_project/utils\.py', ", out, re.M), out
+    assert 'Reviewed 1 file(s)' in out and 'list_files' not in out
+    run_line = RUN_LINE.search(out)
+    assert run_line and run_line['calls'] == '3', out
+
+
 # -- stored runs ---------------------------------------------------------------------------------------
 
 
