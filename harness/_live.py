@@ -56,7 +56,7 @@ class LiveCalls:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.count = 0
-        """Calls started since `new_turn()`."""
+        """Calls of the turn's runs since `new_turn()`: started, or refused by a rule (journaled, never run)."""
         self.run_ids: list[str] = []
         """The runs that made those calls, in order of their first call."""
         self._offsets: dict[str, int] = {}
@@ -81,6 +81,8 @@ class LiveCalls:
         number = self.number(event) if event.seq else None
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if event.kind == 'refused':
+            if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
+                self.count += 1
             call = escape(call_text(event.callee, event.arguments))
             where = f'#{number} ' if number is not None else ''
             self.console.print(f'  [yellow]⊘[/yellow] {where}{call} refused: {escape(event.error or "")}{tag}')
