@@ -80,13 +80,13 @@ def write_script(prompt: str, catalog: str) -> str | None:
 def review_target(prompt: str) -> str:
     """The workspace path a review request names: a word that looks like a path (it has a `/` or is a `.py`
     file), else the word after in/under/of/at; `.` (the whole workspace) when it names none."""
-    words = [word.strip('.,;:!?"\'`()') for word in prompt.split()]
+    words = [word.lstrip('"\'`(').rstrip('.,;:!?"\'`)') for word in prompt.split()]
     named = next((w for w in words if '/' in w or w.endswith('.py')), None)
     if named is None:
         match = re.search(r'\b(?:in|under|of|at)\s+([\w./-]+)', prompt)
         named = match.group(1).strip('.,;:') if match else ''
-    path = '/'.join(part for part in named.split('/') if part not in ('', '.'))
-    return '.' if path in {'', 'the', 'this', 'my', 'our'} else path
+    path = re.sub(r'^(?:\./)+', '', named).rstrip('/')  # an absolute path stays one: the workspace refuses it
+    return '.' if path in {'', '.', 'the', 'this', 'my', 'our'} else path
 
 
 def review_script(path: str) -> str:

@@ -202,6 +202,7 @@ SAMPLE_GLOB = '"examples/sample_project/**/*.py"'
         ('review examples/sample_project/utils.py', 'files = ["examples/sample_project/utils.py"]'),
         ('Please review ./src/app.py for bugs.', 'files = ["src/app.py"]'),
         ('review utils.py', 'files = ["utils.py"]'),
+        ('review /etc/app.py', 'files = ["/etc/app.py"]'),  # as named: read_file refuses a path outside
         ('review examples/sample_project', f'files = await list_files(pattern={SAMPLE_GLOB})'),
         ('review the code in examples/sample_project/', f'files = await list_files(pattern={SAMPLE_GLOB})'),
         ('review the code in src', 'files = await list_files(pattern="src/**/*.py")'),
