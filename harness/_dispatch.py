@@ -23,6 +23,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
+from ._budget import BudgetSpent
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
@@ -87,6 +88,8 @@ class Dispatcher:
         self.refusals: list[str] = []
         """Messages of the calls refused by a rule, so an uncaught one is reported as `PolicyViolation`."""
         self.refused = 0
+        self.refused_by: Counter[str] = Counter()
+        """Why calls were refused (a rule's message, or the budget), for the message that stops the script."""
         self.on_event = on_event
         self.journal = journal
         self.history = history
@@ -143,7 +146,7 @@ class Dispatcher:
         why = refusal(callee.name, record.arguments, callee.requires, self.policy.access, self.ledger)
         if why is not None:
             self.refusals.append(why)
-            self.count_refusal()
+            self.count_refusal(why)
             answer = answered(record, 'live', error=why, refused=True)
             self.add_record(record)
             self.answered.append(record)
@@ -164,8 +167,9 @@ class Dispatcher:
         if record.source != 'reused' and record.seq not in self.charged:
             try:
                 self.budget.reserve(callee.name, callee.kind)
-            except Exception as exc:
-                self.count_refusal()
+            except BudgetSpent as exc:
+                self.show_refusal(record, exc)
+                self.count_refusal(exc.budget)
                 future.set_result({'exception': exc})
                 return future, None
         self.add_record(record)
@@ -209,11 +213,21 @@ class Dispatcher:
                 self.budget.count(callee.name, callee.kind)
 
     def finish_answered(self, record: CallRecord) -> None:
-        """A call answered without running (from the journal, reused, or refused): span and events."""
+        """A call answered without running (from the journal, reused, or refused): span and events
+        (a refused call never started: one `refused` event)."""
         with self.call_span(record):
             pass
+        if record.status == 'refused':
+            self.emit('refused', record)
+            return
         self.emit('started', record)
         self.emit('finished' if record.status == 'ok' else 'failed', record)
+
+    def show_refusal(self, record: CallRecord, exc: BudgetSpent) -> None:
+        """A call a budget refused: it gets no journal position and spent nothing, so it is not a call of
+        the run; only the live view hears of it (a `refused` event whose record has seq 0)."""
+        record.seq, record.status, record.error, record.duration = 0, 'refused', str(exc), 0.0
+        self.emit('refused', record)
 
     def hold(self, record: CallRecord, future: asyncio.Future[Outcome]) -> None:
         """A call that needs a person's approval and has none: journaled `waiting`, never run here."""
@@ -251,12 +265,16 @@ class Dispatcher:
                 'result in a variable instead of calling again, or change what the loop passes.'
             )
 
-    def count_refusal(self) -> None:
+    def count_refusal(self, why: str) -> None:
+        """Count a refused call and why (a rule's message, or the budget `BudgetSpent` names); past
+        `MAX_REFUSALS` the script is stopped, with what refused its calls."""
         self.refused += 1
+        self.refused_by[why] += 1
         if self.refused > MAX_REFUSALS:
+            causes = '; and because '.join(why.rstrip('.') for why, _ in self.refused_by.most_common(3))
             raise WorkflowRuntimeError(
-                f'The script stopped after {MAX_REFUSALS} refused calls (rules or budgets): it keeps retrying calls '
-                'that cannot run. Finish with the results you have, and do not retry a refused call in a loop.'
+                f'The script stopped after {MAX_REFUSALS} refused calls, refused because {causes}. It keeps making '
+                'calls that cannot run: finish with the results you have, and do not retry a refused call in a loop.'
             )
 
     def resolve(self, name: str, kwargs: dict[str, Any]) -> tuple[Callee, BaseModel]:
@@ -409,6 +427,7 @@ class Dispatcher:
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
         self.budget.release(callee.name, callee.kind)
+        self.emit('skipped', record)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
         async with AsyncExitStack() as limits:  # the run's cap, then the callee's

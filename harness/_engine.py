@@ -85,7 +85,7 @@ class Harness:
         trace_values: put call arguments and result previews on spans.
         grant_clock / grant_randomness: let scripts read the clock / OS entropy; each value is
             journaled, so replay and resume see the same world.
-        on_event: called with a `CallEvent` as each call starts, finishes or fails.
+        on_event: called with a `CallEvent` as each call starts, finishes, fails, is refused or is skipped.
         temporal: a Temporal server's address (`host:port`; default `HARNESS_TEMPORAL`): every script
             runs as a Temporal workflow on the workers (`harness worker`) polling `task_queue`, which
             need the same catalog and store. `None`: the embedded engine, in this process.

@@ -1,9 +1,10 @@
-"""The terminal's live view of calls: one line as each call starts, finishes or fails.
+"""The terminal's live view of calls: one line as each call starts, finishes, fails, is refused or is skipped.
 
 Calls are written as the script wrote them, in Python: `reviewer(path='a.py', focus='bugs')`, each value
 cut on its own (a long string keeps its start and says how long it was) rather than the whole line at
 the terminal's edge. Numbers run across a whole orchestrator turn: a second attempt's first call is
-numbered after the first attempt's last, so `#7` names one call of the turn.
+numbered after the first attempt's last, so `#7` names one call of the turn. A call a budget refused has
+no number: it never got a place in the run's journal (its event's seq is 0).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class LiveCalls:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.count = 0
-        """Calls started since `new_turn()`."""
+        """Calls of the turn's runs since `new_turn()`: started, or refused by a rule (journaled, never run)."""
         self.run_ids: list[str] = []
         """The runs that made those calls, in order of their first call."""
         self._offsets: dict[str, int] = {}
@@ -77,9 +78,17 @@ class LiveCalls:
         return number
 
     def __call__(self, event: CallEvent) -> None:
-        number = self.number(event)
+        number = self.number(event) if event.seq else None
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
-        if event.kind == 'started':
+        if event.kind == 'refused':
+            if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
+                self.count += 1
+            call = escape(call_text(event.callee, event.arguments))
+            where = f'#{number} ' if number is not None else ''
+            self.console.print(f'  [yellow]⊘[/yellow] {where}{call} refused: {escape(event.error or "")}{tag}')
+        elif event.kind == 'skipped':
+            self.console.print(f'  [dim]– #{number} {escape(event.callee)} skipped: {escape(event.error or "")}[/dim]')
+        elif event.kind == 'started':
             self.count += 1
             call = escape(call_text(event.callee, event.arguments))
             self.console.print(f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]'

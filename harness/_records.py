@@ -77,7 +77,10 @@ Outcome = Returned | Raised
 """What the sandbox is answered with for one call."""
 
 
-EventKind = Literal['started', 'finished', 'failed']
+EventKind = Literal['started', 'finished', 'failed', 'refused', 'skipped']
+"""`refused`: a rule or a budget did not let the call run (it never started). A call a budget refused gets no
+journal position and is not a call of the run: its event's record has seq 0. `skipped`: the script ended before
+the call started (it may have had a `started` event, if it was waiting for a concurrency slot)."""
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 adapter (the UI message stream protocol: `text-delta`, `tool-input-available`, `tool-output-available`, ...).
 
 Two kinds of `data-*` part ride along in the same stream, so the page can show what the terminal shows:
-`data-call` as each call of a script starts, finishes or fails (the Harness's `on_event`), and one
-`data-turn` at the end: how the turn ended, its runs, its tokens, and the calls it waits on when a run needs
-a person. The history lives on the server, in the run store's conversations (the ones `harness chat`
-keeps, so `harness chat --continue ID` picks up a studio conversation): the page sends only its new
-message, and `?continue=1` (no message) goes on after the person decided on the calls a turn waits for.
+`data-call` as each call of a script starts, finishes, fails, is refused or is skipped (the Harness's
+`on_event`), and one `data-turn` at the end: how the turn ended, its runs, its tokens, and the calls it waits
+on when a run needs a person. The history lives on the server, in the run store's conversations (the ones
+`harness chat` keeps, so `harness chat --continue ID` picks up a studio conversation): the page sends only
+its new message, and `?continue=1` (no message) goes on after the person decided on the calls a turn waits for.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def call_event_json(event: CallEvent) -> dict[str, Any]:
     return {
         'kind': event.kind, 'run_id': event.run_id, 'seq': call.seq, 'callee': call.callee,
         'text': call_text(call.callee, call.arguments), 'source': call.source, 'elapsed': event.elapsed,
-        'error': call.error if event.kind == 'failed' else None,
+        'error': call.error if event.kind in ('failed', 'refused', 'skipped') else None,
         'result': cut(literal(call.result), RESULT_CHARS) if event.kind == 'finished' else None,
     }
 

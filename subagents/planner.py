@@ -21,7 +21,8 @@ from .offline import prompt_of
 TOOL = 'run_workflow'  # the harness's one tool: a stable public name
 HELP = (
     'I am the offline demo planner, so I only understand a few kinds of request:\n'
-    '- "review the code in PATH": reads every Python file under PATH, reviews them in parallel, and summarises;\n'
+    '- "review PATH" (a folder or a .py file): reads the Python files there, reviews them in parallel, and '
+    'summarises;\n'
     '- "write/draft ...": drafts three answers, scores them with the critic, and refines the best one;\n'
     '- a question ("what/why/how ...?"): asks the drafter from three angles and summarises.\n'
     'For anything else, plug in a real model: set HARNESS_MODEL (e.g. openai:gpt-4.1-mini, with its key), '
@@ -66,9 +67,7 @@ def write_script(prompt: str, catalog: str) -> str | None:
 
     text = prompt.lower().strip()
     if 'review' in text and has('list_files', 'read_file', 'reviewer', 'summarizer'):
-        match = re.search(r'\b(?:in|under|of|at)\s+([\w./-]+)', prompt)
-        path = match.group(1).strip('.,;:').rstrip('/') if match else ''
-        return review_script('.' if path in {'', 'the', 'this', 'my', 'our'} else path)
+        return review_script(review_target(prompt))
     if re.search(r'\b(write|draft|compose)\b', text) and has('drafter', 'critic', 'editor'):
         return best_of_three_script(prompt)
     if (text.endswith('?') or re.match(r'(what|why|how|when|which|who|explain)\b', text)) and has(
@@ -78,12 +77,28 @@ def write_script(prompt: str, catalog: str) -> str | None:
     return None
 
 
+def review_target(prompt: str) -> str:
+    """The workspace path a review request names: a word that looks like a path (it has a `/` or is a `.py`
+    file), else the word after in/under/of/at; `.` (the whole workspace) when it names none."""
+    words = [word.lstrip('"\'`(').rstrip('.,;:!?"\'`)') for word in prompt.split()]
+    named = next((w for w in words if '/' in w or w.endswith('.py')), None)
+    if named is None:
+        match = re.search(r'\b(?:in|under|of|at)\s+([\w./-]+)', prompt)
+        named = match.group(1).strip('.,;:') if match else ''
+    path = re.sub(r'^(?:\./)+', '', named).rstrip('/')  # an absolute path stays one: the workspace refuses it
+    return '.' if path in {'', '.', 'the', 'this', 'my', 'our'} else path
+
+
 def review_script(path: str) -> str:
-    pattern = '**/*.py' if path == '.' else (path if path.endswith('.py') else f'{path}/**/*.py')
+    """Review one file (`path` ends in .py), the Python files under a folder, or (`.`) the whole workspace."""
+    if path.endswith('.py'):
+        files = f'files = [{json.dumps(path)}]'  # read as named: a missing file fails with read_file's hint
+    else:
+        files = f'files = await list_files(pattern={json.dumps("**/*.py" if path == "." else f"{path}/**/*.py")})'
     return f"""\
 import asyncio
 
-files = await list_files(pattern={json.dumps(pattern)})
+{files}
 sources = await asyncio.gather(*[read_file(path=f) for f in files])
 outcomes = await settle_all(*[reviewer(path=f, source=s) for f, s in zip(files, sources)])
 reviews = [o["value"] for o in outcomes if o["ok"]]

@@ -193,6 +193,30 @@ def test_planner_scripts_pass_the_type_check(h: Harness, prompt: str):
     assert report.ok, report.errors
 
 
+SAMPLE_GLOB = '"examples/sample_project/**/*.py"'
+
+
+@pytest.mark.parametrize(
+    ('prompt', 'files'),
+    [
+        ('review examples/sample_project/utils.py', 'files = ["examples/sample_project/utils.py"]'),
+        ('Please review ./src/app.py for bugs.', 'files = ["src/app.py"]'),
+        ('review utils.py', 'files = ["utils.py"]'),
+        ('review /etc/app.py', 'files = ["/etc/app.py"]'),  # as named: read_file refuses a path outside
+        ('review examples/sample_project', f'files = await list_files(pattern={SAMPLE_GLOB})'),
+        ('review the code in examples/sample_project/', f'files = await list_files(pattern={SAMPLE_GLOB})'),
+        ('review the code in src', 'files = await list_files(pattern="src/**/*.py")'),
+        ('review my code', 'files = await list_files(pattern="**/*.py")'),
+    ],
+)
+def test_planner_reviews_the_file_or_folder_the_prompt_names(h: Harness, prompt: str, files: str):
+    """A named file is reviewed alone (never found by listing the whole workspace); a named folder is listed
+    under that folder; only a prompt naming no path lists the whole workspace."""
+    script = write_script(prompt, h.stubs())
+    assert script is not None and files in script.splitlines(), script
+    assert h.check(script).ok
+
+
 def test_planner_needs_its_callees_and_a_known_request(h: Harness):
     assert write_script('what is the weather like', '') is None
     assert write_script('tell me a joke', h.stubs()) is None

@@ -293,6 +293,17 @@ def test_ask_reviews_the_sample_project_offline(cli: Cli, work: Path) -> None:
     assert 'no calls were made' in out and '→' not in out
 
 
+def test_ask_reviews_the_one_file_it_is_named_offline(cli: Cli, work: Path) -> None:
+    """Issue 21.18: a prompt naming one file reviews that file (three calls), not every file of the clone."""
+    env = {'HARNESS_STORE': str(work / 'ask-one' / 'runs.db')}
+    out = ok(cli(['ask', 'review examples/sample_project/utils.py'], cwd=REPO, env=env, columns=120))
+    assert re.search(r"^\s*→ #1 read_file\(path='examples/sample_project/utils\.py'\)$", out, re.M), out
+    assert re.search(r"^\s*→ #2 reviewer\(path='examples/sample_project/utils\.py', ", out, re.M), out
+    assert 'Reviewed 1 file(s)' in out and 'list_files' not in out
+    run_line = RUN_LINE.search(out)
+    assert run_line and run_line['calls'] == '3', out
+
+
 # -- stored runs ---------------------------------------------------------------------------------------
 
 
@@ -772,6 +783,40 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
     footer = re.search(r'^run (\w+) \(failed\), (\w+) \(failed\), (\w+) · 3 call\(s\)$', out, re.M)  # failed check too
     assert footer, out
     assert f'trace: harness trace {footer[3]}' in out
+
+
+def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21.18: a fan-out past `max_agent_calls` (50) in `harness ask`: each refused call is shown live,
+    naming the budget, and what the model is told names it too."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    script = 'rs = await settle_all(*[summarizer(task="t" + str(i)) for i in range(52)])\n[r["ok"] for r in rs]'
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
+        return ModelResponse(parts=[TextPart(f'told: {returned[-1].content}')])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    out = ok(cli(['ask', 'summarise a lot'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
+                 columns=200))
+    refused = re.findall(r"^\s*⊘ summarizer\(task='(t\d+)'\) refused: (.*)$", out, re.M)
+    assert [task for task, _ in refused] == ['t50', 't51'], out
+    assert all(why.startswith('The sub-agent call budget (max_agent_calls=50) is spent') for _, why in refused)
+    assert out.index('⊘ summarizer') < out.index('✓ attempt 1 returned')
+    told = ' '.join(out[out.index('told:'):].split())
+    assert 'the sub-agent call budget (max_agent_calls=50) is spent' in told, told
+    run_line = RUN_LINE.search(out)
+    assert run_line and run_line['calls'] == '50', out  # the refused calls are not calls of the run
 
 
 APPROVAL_MODULE = '''\

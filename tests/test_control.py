@@ -75,7 +75,7 @@ def test_a_refund_before_the_entitlement_check_is_refused_and_never_runs(h: Harn
     assert refunds == []
     (refused,) = h.store.calls(info.value.run_id)  # type: ignore[union-attr]
     assert (refused.callee, refused.status, refused.seq) == ('issue_refund', 'refused', 1)
-    assert [e.kind for e in events] == ['started', 'failed']
+    assert [e.kind for e in events] == ['refused']  # it never started
     assert h.store.get_run(info.value.run_id).status == 'failed'  # type: ignore[union-attr]
     spans = h.store.spans(info.value.run_id)  # type: ignore[union-attr]
     (call,) = [s for s in spans if s['name'] == 'call issue_refund']
@@ -303,9 +303,23 @@ def test_retrying_a_refused_call_forever_is_stopped(h: Harness, refunds: list) -
         '    except PermissionError:\n'
         '        pass\n'
     )
-    with pytest.raises(WorkflowError, match='stopped after 100 refused calls'):
+    with pytest.raises(WorkflowError, match='stopped after 100 refused calls') as info:
         h.run_sync(script)
+    assert 'refused because issue_refund requires a successful check_entitlement(...)' in info.value.message
     assert refunds == []
+
+
+def test_a_fan_out_past_the_budget_stops_naming_the_budget(make_harness: Any) -> None:
+    """Issue 21.18: the 100-refusals stop says which budget refused the calls."""
+    h = make_harness(max_agent_calls=2)
+
+    @h.subagent
+    async def work(*, i: int) -> int:
+        return i
+
+    with pytest.raises(WorkflowError, match='stopped after 100 refused calls') as info:
+        h.run_sync('rs = await settle_all(*[work(i=i) for i in range(200)])')
+    assert 'refused because the sub-agent call budget (max_agent_calls=2) is spent' in info.value.message
 
 
 def test_call_concurrency_caps_one_callee(make_harness: Any) -> None:

@@ -147,6 +147,93 @@ def test_call_caps_are_exact_per_callee(make_harness):
     assert result.value == [True, True, False, False, False, False, True, True, True, True]
 
 
+def test_every_budget_refusal_names_the_budget_that_refused_it(make_harness):
+    """Issue 21.18: what the script is told, and the note on its result, say which budget is spent."""
+    h = make_harness(max_agent_calls=2, max_tool_calls=1, call_caps={'work': 1})
+    counting_agent(h)
+    counting_agent(h, name='other')
+
+    @h.tool
+    def ping() -> int:
+        return 1
+
+    result = h.run_sync('rs = await settle_all(work(i=1), work(i=2), other(i=1), other(i=2), ping(), ping())\n'
+                        '[r.get("error") for r in rs]')
+    ok_1, cap, ok_2, agents, ok_3, tools = result.value
+    assert ok_1 is None and ok_2 is None and ok_3 is None
+    assert cap.startswith("The call cap for work (call_caps['work']=1) is spent"), cap
+    assert agents.startswith('The sub-agent call budget (max_agent_calls=2) is spent'), agents
+    assert tools.startswith('The tool call budget (max_tool_calls=1) is spent'), tools
+    note = result.note or ''
+    for budget in ("call_caps['work']=1", 'max_agent_calls=2', 'max_tool_calls=1'):
+        assert budget in note, note
+
+
+def live_view(width: int = 200) -> tuple[Any, Any]:
+    """The terminal's live view of calls (`harness ask`, `harness exec`) on a recording console."""
+    from rich.console import Console
+
+    from harness._live import LiveCalls
+
+    console = Console(record=True, width=width, color_system=None)
+    return LiveCalls(console), console
+
+
+def test_calls_a_budget_refuses_are_shown_live_and_not_journaled(make_harness):
+    """Issue 21.18: each call the budget refuses is an event (`refused`, no journal position) the terminal
+    shows as it happens, naming the budget; it is not a call of the run and spent nothing."""
+    h = make_harness(max_agent_calls=2)
+    counting_agent(h)
+    events: list[CallEvent] = []
+    live, console = live_view()
+
+    def on_event(event: CallEvent) -> None:
+        events.append(event)
+        live(event)
+
+    result = h.run_sync('rs = await settle_all(*[work(i=i) for i in range(4)])\n[r["ok"] for r in rs]',
+                        on_event=on_event)
+    assert result.value == [True, True, False, False]
+    refused = [e for e in events if e.kind == 'refused']
+    assert [(e.seq, e.arguments) for e in refused] == [(0, {'i': 2}), (0, {'i': 3})]
+    assert [c.seq for c in result.calls] == [1, 2] and [c.status for c in result.calls] == ['ok', 'ok']
+    shown = console.export_text()
+    for i in (2, 3):
+        assert f'⊘ work(i={i}) refused: The sub-agent call budget (max_agent_calls=2) is spent' in shown, shown
+    assert '→ #3' not in shown and '#0' not in shown  # no number: it never got a place in the journal
+
+
+def test_calls_skipped_when_the_script_ends_are_shown_live(make_harness):
+    """Issue 21.18: a call the script ended before it started is shown as `skipped`, as it is journaled."""
+    h = make_harness(call_concurrency={'slow': 1})
+    running = asyncio.Event()
+
+    @h.tool
+    async def fail_soon() -> int:
+        await running.wait()
+        raise ValueError('no')
+
+    @h.tool
+    async def slow(*, i: int) -> int:
+        running.set()  # the second one waits behind this one (call_concurrency) and never starts
+        await asyncio.Event().wait()
+        return i
+
+    events: list[CallEvent] = []
+    live, console = live_view()
+
+    def on_event(event: CallEvent) -> None:
+        events.append(event)
+        live(event)
+
+    with pytest.raises(WorkflowError) as info:
+        h.run_sync('import asyncio\nawait asyncio.gather(fail_soon(), slow(i=1), slow(i=2))', on_event=on_event)
+    statuses = [c.status for c in h.store.calls(info.value.run_id)]  # type: ignore[union-attr]
+    assert statuses == ['error', 'cancelled', 'skipped']
+    assert ('skipped', 3) in [(e.kind, e.seq) for e in events]
+    assert '– #3 slow skipped: the script ended before this call started' in console.export_text()
+
+
 def test_max_concurrency_bounds_calls_in_flight(make_harness):
     h = make_harness(max_concurrency=2)
     stats = counting_agent(h, delay=0.02)

@@ -735,9 +735,10 @@ class TurnView {
 
   call(data) {
     const attempt = this.attempts.at(-1) || this.newAttempt('run_workflow');
-    const key = `${data.run_id}:${data.seq}`;
+    // seq 0: a call a budget refused, with no place in the journal (and no number): a line of its own.
+    const key = data.seq ? `${data.run_id}:${data.seq}` : `${data.run_id}:refused:${this.calls.size}`;
     let item = this.calls.get(key);
-    const n = this.number(data.run_id, data.seq);
+    const n = data.seq ? this.number(data.run_id, data.seq) : null;
     if (!item) {
       item = h('li', { class: 'live-call', 'data-key': key });
       this.calls.set(key, item);
@@ -745,7 +746,13 @@ class TurnView {
     }
     const tag = data.source && data.source !== 'live' ? h('span', { class: 'muted', text: ` (${data.source})` }) : null;
     item.dataset.kind = data.kind;
-    if (data.kind === 'started') {
+    if (data.kind === 'refused') {
+      fill(item, h('span', { class: 'mark fail', text: '⊘' }), n ? ` #${n} ` : ' ', h('code', { text: data.text }), ' refused: ',
+        h('span', { class: 'error-text', text: data.error || '' }), tag);
+    } else if (data.kind === 'skipped') {
+      fill(item, h('span', { class: 'mark', text: '–' }), ` #${n} `, h('strong', { text: data.callee }), ' skipped: ',
+        h('span', { class: 'muted', text: data.error || '' }), tag);
+    } else if (data.kind === 'started') {
       fill(item, h('span', { class: 'mark run', text: '→' }), ` #${n} `, h('code', { text: data.text }), tag);
     } else if (data.kind === 'finished') {
       fill(item, h('span', { class: 'mark ok', text: '✓' }), ` #${n} `, h('strong', { text: data.callee }), ' ',
