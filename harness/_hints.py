@@ -8,6 +8,8 @@ and the stubs (the catalog's signatures and result types), so it names the model
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import re
 from collections.abc import Callable
 
@@ -21,6 +23,8 @@ IMPORTABLE = (
 )
 """Modules a script can import and use (measured against pydantic-monty 1.4.0)."""
 JOINS = 'fan out with `await asyncio.gather(...)`; keep going past failures with `settle_all(...)` or `settled(...)`'
+LISTS = ('zip', 'enumerate', 'reversed')
+"""Builtins that return a list in the sandbox where Python returns an iterator (as a generator expression)."""
 UNSUPPORTED_SYNTAX = {
     'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts), or a class with no base class',
     'yield': 'build and return a list instead of a generator',
@@ -33,20 +37,68 @@ def lint(code: str) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError:
         return []  # ty reports it
+    made = _lists(tree)
     found = []
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.keywords:
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
-        if name in ('gather', 'settle_all') and (name == 'settle_all' or _is_asyncio(func)):
-            for keyword in node.keywords:
-                what = f'`{keyword.arg}=`' if keyword.arg else '`**kwargs`'
+        if isinstance(node, ast.Call):
+            found += _keyword_joins(node)
+            what = _list_to_next(node, made)
+            if what:
                 found.append(
-                    f'workflow.py:{node.lineno}:{node.col_offset + 1}: error[unsupported-argument] '
-                    f'{name}() takes no keyword arguments in the sandbox ({what})'
+                    f'workflow.py:{node.lineno}:{node.col_offset + 1}: error[unsupported-call] '
+                    f'next() needs an iterator, and in the sandbox {what}'
                 )
     return found
+
+
+def _keyword_joins(node: ast.Call) -> list[str]:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
+    if name not in ('gather', 'settle_all') or not (name == 'settle_all' or _is_asyncio(func)):
+        return []
+    found = []
+    for keyword in node.keywords:
+        what = f'`{keyword.arg}=`' if keyword.arg else '`**kwargs`'
+        found.append(
+            f'workflow.py:{node.lineno}:{node.col_offset + 1}: error[unsupported-argument] '
+            f'{name}() takes no keyword arguments in the sandbox ({what})'
+        )
+    return found
+
+
+def _lists(tree: ast.AST) -> dict[str, ast.Assign]:
+    """Names bound only ever to what the sandbox makes a list where Python makes an iterator."""
+    made: dict[str, ast.Assign] = {}
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(node, ast.Assign) and isinstance(target, ast.Name) and _a_list(node.value):
+            made[target.id] = node
+    # a name also bound elsewhere (`g = iter(g)`, a loop target) may hold an iterator there
+    return {name: assign for name, assign in made.items() if stores[name] == 1}
+
+
+def _a_list(value: ast.expr) -> bool:
+    """A generator expression, or a builtin call, that the sandbox evaluates to a list."""
+    if isinstance(value, ast.GeneratorExp):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in LISTS
+
+
+def _list_to_next(node: ast.Call, made: dict[str, ast.Assign]) -> str | None:
+    """Why `next(...)` fails in the sandbox (its argument is a list there), or None."""
+    if not (isinstance(node.func, ast.Name) and node.func.id == 'next' and node.args):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.GeneratorExp):
+        return 'a generator expression is a list'
+    if isinstance(arg, ast.Call) and _a_list(arg):
+        return f'{ast.unparse(arg.func)}() returns a list'
+    if isinstance(arg, ast.Name) and arg.id in made:
+        return f'`{arg.id}` (made on line {made[arg.id].lineno}) is a list'
+    return None
 
 
 def unsupported_syntax(display: str) -> str:
@@ -62,7 +114,7 @@ def unsupported_syntax(display: str) -> str:
 def with_hints(text: str, code: str, stubs: str) -> str:
     """`text` (ty's concise messages) with a `hint:` line after each message a hint applies to."""
     lines = code.splitlines()
-    context = _Context(stubs)
+    context = _Context(stubs, code)
     out = []
     seen: set[str] = set()
     for message in text.splitlines():
@@ -73,7 +125,7 @@ def with_hints(text: str, code: str, stubs: str) -> str:
         line = lines[int(m['line']) - 1] if 0 < int(m['line']) <= len(lines) else ''
         for rule, hint in HINTS:
             if rule == m['rule'] or rule == '*':
-                text_hint = hint(m['message'], line, context)
+                text_hint = hint(m['message'], line, context.at(int(m['line'])))
                 if text_hint and text_hint not in seen:
                     seen.add(text_hint)
                     out.append(f'  hint: {text_hint}')
@@ -82,12 +134,29 @@ def with_hints(text: str, code: str, stubs: str) -> str:
 
 
 class _Context:
-    """What a hint may know of the catalog: its signatures and result types, read from the stubs."""
+    """What a hint may know: the catalog's signatures and result types (read from the stubs), the
+    script's syntax tree, and the line the message is about (`lineno`, set by `at`)."""
 
-    def __init__(self, stubs: str) -> None:
+    def __init__(self, stubs: str, code: str = '') -> None:
         found = re.finditer(r'^async def (?P<name>\w+)(?P<sig>\(.*?\) -> .+?):$', stubs, re.M)
         self.signatures = {m['name']: m['sig'].strip() for m in found}
         self.typed_dicts = set(re.findall(r'^class (\w+)\(TypedDict', stubs, re.M))
+        self.code = code
+        self.lineno = 0
+
+    @functools.cached_property
+    def tree(self) -> ast.Module:
+        try:
+            return ast.parse(self.code)
+        except SyntaxError:
+            return ast.Module(body=[], type_ignores=[])
+
+    def at(self, lineno: int) -> _Context:
+        """This context, about the message on script line `lineno` (the tree is parsed once for all)."""
+        self.tree  # noqa: B018 (parse before copying, so the copies share it)
+        here = copy.copy(self)
+        here.lineno = lineno
+        return here
 
     def signature(self, name: str) -> str | None:
         sig = self.signatures.get(name)
@@ -148,6 +217,33 @@ def _unsupported(message: str, line: str, ctx: _Context) -> str | None:
     return None
 
 
+def _next(message: str, line: str, ctx: _Context) -> str | None:
+    made = _lists(ctx.tree)
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call) and node.lineno == ctx.lineno and _list_to_next(node, made):
+            return _iterator_fix(node, made)
+    return None
+
+
+def _iterator_fix(node: ast.Call, made: dict[str, ast.Assign]) -> str:
+    """The `next(...)` call (or, for a name, where its value is made) with the list made an iterator."""
+    arg = node.args[0]
+    if isinstance(arg, ast.Name):
+        assign = made[arg.id]
+        fixed = ast.unparse(ast.Assign(targets=assign.targets, value=_as_iterator(assign.value), lineno=0))
+        return f'make it an iterator where it is made (line {assign.lineno}): `{fixed}`.'
+    fixed = ast.unparse(ast.Call(func=node.func, args=[_as_iterator(arg), *node.args[1:]], keywords=node.keywords))
+    if len(fixed) > 120:
+        fixed = 'next(iter([x for x in xs if ...]), None)'
+    return f'write `{fixed}` (`iter()` of a list is an iterator), or a `for` loop that breaks.'
+
+
+def _as_iterator(value: ast.expr) -> ast.expr:
+    if isinstance(value, ast.GeneratorExp):
+        value = ast.ListComp(elt=value.elt, generators=value.generators)
+    return ast.Call(func=ast.Name(id='iter', ctx=ast.Load()), args=[value], keywords=[])
+
+
 def _argument_type(message: str, line: str, ctx: _Context) -> str | None:
     if re.search(r'found `[^`]*\| ', message) or re.search(r'`dict\[str, [^`]*\|', message):
         return ('a dict literal with values of different types is typed `dict[str, A | B]`: annotate it '
@@ -179,6 +275,7 @@ HINTS: list[tuple[str, Hint]] = [
     ('unresolved-import', _import),
     ('unsupported-argument', _unsupported),
     ('unsupported-syntax', _unsupported),
+    ('unsupported-call', _next),
     ('invalid-argument-type', _argument_type),
     ('unsupported-operator', _operator),
     ('invalid-key', _missing_key),

@@ -116,6 +116,21 @@ MISTAKES = [
         '`d.get(k, 0)`',
         'counts: dict[str, int] = {}\ncounts.get("a", 0) + 1',
     ),
+    (
+        'tickets = ["a.py", "b.py"]\nnext((t for t in tickets if t.startswith("b")), None)',
+        "write `next(iter([t for t in tickets if t.startswith('b')]), None)`",
+        'tickets = ["a.py", "b.py"]\nnext(iter([t for t in tickets if t.startswith("b")]), None)',
+    ),
+    (
+        'sizes = [3, 4]\ndoubled = (s * 2 for s in sizes)\n[next(doubled), next(doubled)]',
+        'where it is made (line 2): `doubled = iter([s * 2 for s in sizes])`',
+        'sizes = [3, 4]\ndoubled = iter([s * 2 for s in sizes])\n[next(doubled), next(doubled)]',
+    ),
+    (
+        'names = ["a", "b"]\nnext(enumerate(names))',
+        'write `next(iter(enumerate(names)))`',
+        'names = ["a", "b"]\nnext(iter(enumerate(names)))',
+    ),
 ]
 
 
@@ -128,6 +143,18 @@ def test_a_mistake_gets_a_hint_that_fixes_it(h: Harness, mistake: str, hint: str
     assert hint in message, message
     assert h.check(fixed).ok, h.check(fixed).errors
     h.run_sync(fixed)
+
+
+def test_next_of_a_generator_expression_is_refused_and_the_fix_named_runs_as_python_would(h: Harness) -> None:
+    # The sandbox makes a generator expression a list, so `next()` of one fails only at run time.
+    tickets = 'tickets = ["a.py", "b.py"]\n'
+    diagnostics = h.check(tickets + 'next((t for t in tickets if t.startswith("c")), None)').diagnostics
+    assert [(d.line, d.rule) for d in diagnostics] == [(2, 'unsupported-call')]
+    assert h.run_sync(tickets + 'next(iter([t for t in tickets if t.startswith("c")]), None)').value is None
+    assert h.run_sync(tickets + 'next(iter([t for t in tickets if t.endswith("y")]))').value == 'a.py'
+    made = 'sizes = [3, 4]\nd = iter([s * 2 for s in sizes])\n'
+    assert h.run_sync(made + '[next(d), next(d), next(d, 0)]').value == [6, 8, 0]
+    assert h.check('sizes = [3, 4]\nsum(s for s in sizes) + max(s for s in sizes)').ok  # other uses are fine
 
 
 def test_a_dataclass_final_value_is_plain_data_and_other_objects_are_refused(h: Harness) -> None:
