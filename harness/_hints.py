@@ -10,8 +10,9 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import keyword
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 DIAGNOSTIC = re.compile(
     r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
@@ -57,8 +58,8 @@ def _keyword_joins(node: ast.Call) -> list[str]:
     if name not in ('gather', 'settle_all') or not (name == 'settle_all' or _is_asyncio(func)):
         return []
     found = []
-    for keyword in node.keywords:
-        what = f'`{keyword.arg}=`' if keyword.arg else '`**kwargs`'
+    for argument in node.keywords:
+        what = f'`{argument.arg}=`' if argument.arg else '`**kwargs`'
         found.append(
             f'workflow.py:{node.lineno}:{node.col_offset + 1}: error[unsupported-argument] '
             f'{name}() takes no keyword arguments in the sandbox ({what})'
@@ -244,10 +245,127 @@ def _as_iterator(value: ast.expr) -> ast.expr:
     return ast.Call(func=ast.Name(id='iter', ctx=ast.Load()), args=[value], keywords=[])
 
 
+def _dict_literal(message: str, line: str, ctx: _Context) -> str | None:
+    """ty types an unannotated dict literal from its values and refuses a later value of another type,
+    naming the use: point at the literal and say how to annotate it."""
+    for dict_type in _dict_types(message):
+        found = _literal_of(dict_type, ctx)
+        if found is None:
+            continue
+        node, annotation = found
+        key_type = _type_args(dict_type)[0]
+        key = re.search(r'with key of type `([^`]*)`', message)
+        if key and not _heads(key[1]) <= _heads(key_type):
+            return f'the dict literal on line {node.lineno} has `{key_type}` keys: index it with one of them.'
+        return (
+            f'`{dict_type}` is the type ty gave the dict literal on line {node.lineno} (from its values): '
+            f'{annotation} (after `from typing import Any`).'
+        )
+    return None
+
+
+def _dict_types(message: str) -> list[str]:
+    """The dict types a message names (`dict[str, int | str]`), outermost only."""
+    return [t for t in re.findall(r'`([^`]+)`', message) if re.fullmatch(r'dict\[.+\]', t) and _balanced(t)]
+
+
+def _literal_of(dict_type: str, ctx: _Context) -> tuple[ast.Dict, str] | None:
+    """The assigned dict literal of that type nearest above the message's line, with how to
+    annotate it so that it holds any value."""
+    key_type, value_type = _type_args(dict_type)
+    found = []
+    for stmt in ast.walk(ctx.tree):
+        if isinstance(stmt, ast.Assign):
+            for node, path, key in _literals(stmt.value):
+                if _typed_as(node.keys, key_type) and _typed_as(node.values, value_type):
+                    found.append((node, _annotation(stmt, path, key, key_type)))
+    above = [f for f in found if f[0].lineno <= ctx.lineno]
+    return max(above, key=lambda f: f[0].lineno) if above else min(found, key=lambda f: f[0].lineno, default=None)
+
+
+def _literals(
+    value: ast.expr, path: tuple[type, ...] = (), key: str | None = None
+) -> Iterator[tuple[ast.Dict, tuple[type, ...], str | None]]:
+    """The dict literals in an assigned value, each with the kinds of the literals around it and,
+    in an outer dict, its key there."""
+    if isinstance(value, ast.Dict):
+        yield value, path, key
+        for k, v in zip(value.keys, value.values, strict=True):
+            name = k.value if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
+            yield from _literals(v, (*path, ast.Dict), name)
+    elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        for element in value.elts:
+            yield from _literals(element, (*path, type(value)))
+    elif isinstance(value, (ast.ListComp, ast.SetComp)):
+        yield from _literals(value.elt, (*path, type(value)))
+
+
+def _annotation(stmt: ast.Assign, path: tuple[type, ...], key: str | None, key_type: str) -> str:
+    """How to annotate a dict literal: its variable's type, or (in another literal, whose type
+    ty keeps for it even when the outer one is annotated) a variable of its own."""
+    target = stmt.targets[0]
+    name = target.id if len(stmt.targets) == 1 and isinstance(target, ast.Name) else None
+    if name and not path:
+        return f'annotate it, `{name}: dict[{key_type}, Any] = {{...}}`'
+    if name and path in ((ast.List,), (ast.ListComp,)):
+        return f'annotate it, `{name}: list[dict[{key_type}, Any]] = [...]`'
+    own = key if key and key.isidentifier() and not keyword.iskeyword(key) else 'row'
+    return f'give it a variable of its own, annotated: `{own}: dict[{key_type}, Any] = {{...}}`, used in its place'
+
+
+def _typed_as(nodes: Sequence[ast.expr | None], type_text: str) -> bool:
+    """Whether literal keys (or values) can be what ty rendered as `type_text` (`int | str`)."""
+    heads = {_head_of(n) for n in nodes}
+    known = heads - {None}
+    return known <= _heads(type_text) and (None in heads or known == _heads(type_text))
+
+
+def _head_of(node: ast.expr | None) -> str | None:
+    """The outer type of a literal; None when not a literal (a name, a call, the `**d` of a dict)."""
+    if isinstance(node, ast.Constant):
+        return 'None' if node.value is None else type(node.value).__name__
+    kinds = {ast.List: 'list', ast.ListComp: 'list', ast.Dict: 'dict', ast.DictComp: 'dict', ast.Set: 'set',
+             ast.SetComp: 'set', ast.Tuple: 'tuple', ast.JoinedStr: 'str'}
+    return kinds.get(type(node))
+
+
+def _heads(type_text: str) -> set[str]:
+    """The outer types of a rendered union: `list[int] | Literal["a"] | None` -> list, str, None."""
+    heads = set()
+    for member in _split(type_text, '|'):
+        literal = re.fullmatch(r'Literal\[(.+)\]', member)
+        if literal:
+            value = literal[1]
+            member = 'str' if value[0] in '"\'' else 'bool' if value in ('True', 'False') else 'int'
+        heads.add(member.split('[', 1)[0])
+    return heads
+
+
+def _type_args(dict_type: str) -> tuple[str, str]:
+    args = _split(dict_type[len('dict['):-1], ',')
+    return (args[0], args[1]) if len(args) == 2 else ('str', 'Any')
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """`text` split at `sep` outside brackets, each part stripped."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == '[') - (char == ']')
+        if char == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [*parts, text[start:].strip()]
+
+
+def _balanced(text: str) -> bool:
+    return text.count('[') == text.count(']')
+
+
 def _argument_type(message: str, line: str, ctx: _Context) -> str | None:
     if re.search(r'found `[^`]*\| ', message) or re.search(r'`dict\[str, [^`]*\|', message):
         return ('a dict literal with values of different types is typed `dict[str, A | B]`: annotate it '
-                '(`row: dict[str, Any] = {...}`) or read the value into a typed variable first.')
+                '(`row: dict[str, Any] = {...}`, after `from typing import Any`) or read the value into a typed '
+                'variable first.')
     return None
 
 
@@ -276,7 +394,11 @@ HINTS: list[tuple[str, Hint]] = [
     ('unsupported-argument', _unsupported),
     ('unsupported-syntax', _unsupported),
     ('unsupported-call', _next),
+    ('invalid-assignment', _dict_literal),
+    ('invalid-argument-type', _dict_literal),
     ('invalid-argument-type', _argument_type),
+    ('invalid-return-type', _dict_literal),
+    ('unsupported-operator', _dict_literal),
     ('unsupported-operator', _operator),
     ('invalid-key', _missing_key),
     ('possibly-missing-key', _missing_key),

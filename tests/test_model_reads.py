@@ -127,6 +127,32 @@ MISTAKES = [
         'sizes = [3, 4]\ndoubled = iter([s * 2 for s in sizes])\n[next(doubled), next(doubled)]',
     ),
     (
+        'files = ["a.py", "b.py"]\nrows = [{"path": f, "findings": 2} for f in files]\n'
+        'for r in rows:\n    r["notes"] = ["x"]\nrows',
+        'the dict literal on line 2 (from its values): annotate it, `rows: list[dict[str, Any]] = [...]`',
+        'from typing import Any\nfiles = ["a.py", "b.py"]\n'
+        'rows: list[dict[str, Any]] = [{"path": f, "findings": 2} for f in files]\n'
+        'for r in rows:\n    r["notes"] = ["x"]\nrows',
+    ),
+    (
+        'd = {"path": "a.py", "findings": 2}\ndef note() -> None:\n    d["notes"] = ["x"]\nnote()\nd',
+        'the dict literal on line 1 (from its values): annotate it, `d: dict[str, Any] = {...}`',
+        'from typing import Any\nd: dict[str, Any] = {"path": "a.py", "findings": 2}\n'
+        'def note() -> None:\n    d["notes"] = ["x"]\nnote()\nd',
+    ),
+    (
+        'summary = {"total": 0, "files": {"a.py": 1}}\nsummary["files"]["b.py"] = "x"\nsummary',
+        'the dict literal on line 1 (from its values): give it a variable of its own, annotated: '
+        '`files: dict[str, Any] = {...}`, used in its place',
+        'from typing import Any\nfiles: dict[str, Any] = {"a.py": 1}\nsummary = {"total": 0, "files": files}\n'
+        'summary["files"]["b.py"] = "x"\nsummary',
+    ),
+    (
+        'd = {"n": 1, "tag": "x"}\nd[0]',
+        'the dict literal on line 1 has `str` keys',
+        'd = {"n": 1, "tag": "x"}\nd["n"]',
+    ),
+    (
         'names = ["a", "b"]\nnext(enumerate(names))',
         'write `next(iter(enumerate(names)))`',
         'names = ["a", "b"]\nnext(iter(enumerate(names)))',
