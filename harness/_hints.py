@@ -102,14 +102,15 @@ def _list_to_next(node: ast.Call, made: dict[str, ast.Assign]) -> str | None:
     return None
 
 
-def unsupported_syntax(display: str) -> str:
-    """Monty's parser refusing a construct (a `NotImplementedError` while defining the wrapped script),
-    as a diagnostic on the script's own line (the wrapper adds one line above it)."""
+def unsupported_syntax(display: str, rule: str = 'unsupported-syntax') -> str:
+    """Monty's parser refusing a construct (a `NotImplementedError` while defining the wrapped script,
+    or a `SyntaxError` shown as a traceback), as a diagnostic on the script's own line (the wrapper
+    adds one line above it)."""
     lines = re.findall(r'line (\d+)', display)
     line = max(int(lines[-1]) - 1, 1) if lines else 1
     reason = display.strip().splitlines()[-1].split(': ', 1)[-1]
     reason = reason.replace('The monty syntax parser does not yet support', 'the sandbox does not support')
-    return f'workflow.py:{line}:1: error[unsupported-syntax] {reason}'
+    return f'workflow.py:{line}:1: error[{rule}] {reason}'
 
 
 def with_hints(text: str, code: str, stubs: str) -> str:
@@ -215,6 +216,12 @@ def _unsupported(message: str, line: str, ctx: _Context) -> str | None:
     for what, hint in UNSUPPORTED_SYNTAX.items():
         if what in message:
             return hint + '.'
+    return None
+
+
+def _syntax(message: str, line: str, ctx: _Context) -> str | None:
+    if 'too deeply nested' in message:
+        return 'split it into steps: assign the inner parts to variables first.'
     return None
 
 
@@ -394,6 +401,7 @@ HINTS: list[tuple[str, Hint]] = [
     ('unsupported-argument', _unsupported),
     ('unsupported-syntax', _unsupported),
     ('unsupported-call', _next),
+    ('invalid-syntax', _syntax),
     ('invalid-assignment', _dict_literal),
     ('invalid-argument-type', _dict_literal),
     ('invalid-argument-type', _argument_type),

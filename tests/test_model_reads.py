@@ -183,6 +183,31 @@ def test_next_of_a_generator_expression_is_refused_and_the_fix_named_runs_as_pyt
     assert h.check('sizes = [3, 4]\nsum(s for s in sizes) + max(s for s in sizes)').ok  # other uses are fine
 
 
+@pytest.mark.parametrize(
+    'text',
+    ['\n' + '- x\n' * 200, '-x' * 200, 'not ' * 200 + 'x', '-x' * 200 + '\\N{BULLET} \\x41 \\\\ \\\n'],
+    ids=['markdown', 'dashes', 'words', 'escapes'],
+)
+def test_a_long_string_that_reads_as_deeply_nested_python_checks_and_runs(h: Harness, text: str) -> None:
+    # ty (in the checking session) parses a string's text as if it could be an annotation, and
+    # refused one nested past ~200 levels ("Source is too deeply nested"): a Markdown list pasted in.
+    for literal in (f'"""{text}"""', f'r"""{text}"""', f'f"""{{n}}{text}"""'):
+        code = f'n = 1\nnotes = {literal}\nmissing: int = "x"\nnotes'
+        report = h.check(code)
+        line = code[: code.index('missing')].count('\n') + 1
+        assert [(d.line, d.rule) for d in report.diagnostics] == [(line, 'invalid-assignment')], report.errors
+        assert h.check(code.replace('missing: int = "x"', 'missing = "x"')).ok
+    value = h.run_sync(f'notes = """{text}"""\nnotes').value
+    assert value == eval(f'"""{text}"""')  # the literal this test wrote
+
+
+def test_source_nested_too_deeply_is_one_line_that_names_the_fix(h: Harness) -> None:
+    report = h.check('x = 1\ny = ' + '-' * 250 + 'x\ny')
+    assert [(d.line, d.rule) for d in report.diagnostics] == [(2, 'invalid-syntax')], report.errors
+    assert 'Traceback' not in report.errors
+    assert 'split it into steps' in report.errors
+
+
 def test_a_dataclass_final_value_is_plain_data_and_other_objects_are_refused(h: Harness) -> None:
     script = (
         'from dataclasses import dataclass\n'
