@@ -26,6 +26,9 @@ IMPORTABLE = (
 JOINS = 'fan out with `await asyncio.gather(...)`; keep going past failures with `settle_all(...)` or `settled(...)`'
 LISTS = ('zip', 'enumerate', 'reversed')
 """Builtins that return a list in the sandbox where Python returns an iterator (as a generator expression)."""
+TYPING = frozenset({'Any', 'Literal', 'Optional', 'Union', 'Callable'})
+"""Names from typing a script must import to annotate with (the stubs' imports are not the script's);
+measured to import in the sandbox (`TypedDict`, `NotRequired`, `Awaitable` check but fail to import)."""
 UNSUPPORTED_SYNTAX = {
     'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts), or a class with no base class',
     'yield': 'build and return a list instead of a generator',
@@ -191,6 +194,8 @@ def _reference(message: str, line: str, ctx: _Context) -> str | None:
     if name == 'open':
         reader = ' use `read_file(path=...)`' if 'read_file' in ctx.signatures else ' use a tool that reads files'
         return f'there is no filesystem in the sandbox:{reader}.'
+    if name in TYPING:
+        return f'write `from typing import {name}` first.'
     if name and name.endswith('Error'):
         return 'catch `Exception` (a failed call raises RuntimeError, a refused one PermissionError).'
     return None

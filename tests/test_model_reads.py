@@ -148,6 +148,11 @@ MISTAKES = [
         'summary["files"]["b.py"] = "x"\nsummary',
     ),
     (
+        'd: dict[str, Any] = {"n": 1, "tag": "x"}\nd["more"] = [1]\nd',
+        'write `from typing import Any` first',
+        'from typing import Any\nd: dict[str, Any] = {"n": 1, "tag": "x"}\nd["more"] = [1]\nd',
+    ),
+    (
         'd = {"n": 1, "tag": "x"}\nd[0]',
         'the dict literal on line 1 has `str` keys',
         'd = {"n": 1, "tag": "x"}\nd["n"]',
