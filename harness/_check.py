@@ -2,7 +2,8 @@
 
 A script is checked before it runs, and never runs when the check fails. The check itself runs
 nothing: the script is fed to a checking session wrapped in an `async def` that is never called,
-so ty checks its body while the interpreter only defines a function. That lets one warm checking
+so ty checks its body while the interpreter only defines a function (long string literals go with
+their text blanked: ty would parse it, see `blank_long_strings`). That lets one warm checking
 session serve many checks (ty's first check in a session costs ~100 ms, later ones a few ms).
 Outcomes are cached by (stubs, script): a retried or repeated script is checked once, and
 identical scripts started together wait for one check instead of each paying for it.
@@ -14,9 +15,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
+import io
+import itertools
 import re
 import textwrap
 import threading
+import tokenize
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -117,9 +121,46 @@ MAX_CHECKERS = 2
 """Checking sessions per stubs text; checks beyond that wait (ty is CPU-bound: more would not help)."""
 
 
+LONG_STRING = 100
+"""A plain string literal this long or longer is blanked for the checker (see `blank_long_strings`)."""
+ESCAPE_OR_TEXT = re.compile(
+    r'(?P<escape>\\(?:N\{[^}\n]*\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.|\n))|[^\\\n]+'
+)
+
+
 def wrap(code: str) -> str:
     """The script as the body of a function that is defined but never called."""
-    return WRAPPER + textwrap.indent(code, INDENT, lambda line: True)
+    return WRAPPER + textwrap.indent(blank_long_strings(code), INDENT, lambda line: True)
+
+
+def blank_long_strings(code: str) -> str:
+    """The script with the text of each long plain string literal replaced by dots, for the checker.
+
+    The checker parses a string literal's text as Python (as it would an annotation) and refuses
+    one nested past ~200 levels ("Source is too deeply nested"): a pasted Markdown list of `- x`
+    lines is one. Dots keep the literal a `str` of the same lines and columns (escapes and line
+    breaks stay as written), so every message keeps its place. f-strings, whose `{...}` are
+    checked, and bytes are not parsed that way and stay as written. What runs is the script as written.
+    """
+    if len(code) < LONG_STRING:
+        return code
+    lines = io.StringIO(code).readlines()
+    starts = [0, *itertools.accumulate(len(line) for line in lines)]
+    try:
+        tokens = [t for t in tokenize.generate_tokens(iter(lines).__next__) if t.type == tokenize.STRING]
+    except (tokenize.TokenError, SyntaxError):
+        return code  # the checker reports it
+    out, done = [], 0
+    for token in tokens:
+        prefix = token.string[: len(token.string) - len(token.string.lstrip('bBfFrRuU'))]
+        quotes = 3 if token.string[len(prefix) :].startswith(('"""', "'''")) else 1
+        body = token.string[len(prefix) + quotes : -quotes]
+        if len(body) < LONG_STRING or set(prefix.lower()) & {'f', 'b'}:
+            continue
+        start = starts[token.start[0] - 1] + token.start[1] + len(prefix) + quotes
+        out += [code[done:start], ESCAPE_OR_TEXT.sub(lambda m: m['escape'] or '.' * len(m[0]), body)]
+        done = start + len(body)
+    return ''.join(out) + code[done:]
 
 
 def unwrap_locations(text: str) -> str:
@@ -130,6 +171,14 @@ def unwrap_locations(text: str) -> str:
         return f'{m["file"]}:{max(line - 1, 1)}:{max(col - len(INDENT), 1)}:'
 
     return LOCATION.sub(shift, text)
+
+
+def _messages(display: str) -> str:
+    """ty's messages on the script's lines; a parser's refusal shown as a traceback (no `file:line:col:`
+    message, e.g. "Source is too deeply nested") becomes one such message."""
+    if LOCATION.search(display):
+        return unwrap_locations(display)
+    return unsupported_syntax(display, 'invalid-syntax')
 
 
 class Checker:
@@ -167,7 +216,7 @@ class Checker:
                     await session.session.feed_run(wrap(code), print_callback=lambda *_: None)
                 except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
                     self._give_back(stubs, session)
-                    return failed_report(with_hints(unwrap_locations(exc.display()), code, stubs))
+                    return failed_report(with_hints(_messages(exc.display()), code, stubs))
                 except monty.MontyRuntimeError as exc:
                     # Defining the wrapper runs nothing, so this is the parser refusing a construct.
                     self._give_back(stubs, session)

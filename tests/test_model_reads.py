@@ -116,6 +116,52 @@ MISTAKES = [
         '`d.get(k, 0)`',
         'counts: dict[str, int] = {}\ncounts.get("a", 0) + 1',
     ),
+    (
+        'tickets = ["a.py", "b.py"]\nnext((t for t in tickets if t.startswith("b")), None)',
+        "write `next(iter([t for t in tickets if t.startswith('b')]), None)`",
+        'tickets = ["a.py", "b.py"]\nnext(iter([t for t in tickets if t.startswith("b")]), None)',
+    ),
+    (
+        'sizes = [3, 4]\ndoubled = (s * 2 for s in sizes)\n[next(doubled), next(doubled)]',
+        'where it is made (line 2): `doubled = iter([s * 2 for s in sizes])`',
+        'sizes = [3, 4]\ndoubled = iter([s * 2 for s in sizes])\n[next(doubled), next(doubled)]',
+    ),
+    (
+        'files = ["a.py", "b.py"]\nrows = [{"path": f, "findings": 2} for f in files]\n'
+        'for r in rows:\n    r["notes"] = ["x"]\nrows',
+        'the dict literal on line 2 (from its values): annotate it, `rows: list[dict[str, Any]] = [...]`',
+        'from typing import Any\nfiles = ["a.py", "b.py"]\n'
+        'rows: list[dict[str, Any]] = [{"path": f, "findings": 2} for f in files]\n'
+        'for r in rows:\n    r["notes"] = ["x"]\nrows',
+    ),
+    (
+        'd = {"path": "a.py", "findings": 2}\ndef note() -> None:\n    d["notes"] = ["x"]\nnote()\nd',
+        'the dict literal on line 1 (from its values): annotate it, `d: dict[str, Any] = {...}`',
+        'from typing import Any\nd: dict[str, Any] = {"path": "a.py", "findings": 2}\n'
+        'def note() -> None:\n    d["notes"] = ["x"]\nnote()\nd',
+    ),
+    (
+        'summary = {"total": 0, "files": {"a.py": 1}}\nsummary["files"]["b.py"] = "x"\nsummary',
+        'the dict literal on line 1 (from its values): give it a variable of its own, annotated: '
+        '`files: dict[str, Any] = {...}`, used in its place',
+        'from typing import Any\nfiles: dict[str, Any] = {"a.py": 1}\nsummary = {"total": 0, "files": files}\n'
+        'summary["files"]["b.py"] = "x"\nsummary',
+    ),
+    (
+        'd: dict[str, Any] = {"n": 1, "tag": "x"}\nd["more"] = [1]\nd',
+        'write `from typing import Any` first',
+        'from typing import Any\nd: dict[str, Any] = {"n": 1, "tag": "x"}\nd["more"] = [1]\nd',
+    ),
+    (
+        'd = {"n": 1, "tag": "x"}\nd[0]',
+        'the dict literal on line 1 has `str` keys',
+        'd = {"n": 1, "tag": "x"}\nd["n"]',
+    ),
+    (
+        'names = ["a", "b"]\nnext(enumerate(names))',
+        'write `next(iter(enumerate(names)))`',
+        'names = ["a", "b"]\nnext(iter(enumerate(names)))',
+    ),
 ]
 
 
@@ -128,6 +174,43 @@ def test_a_mistake_gets_a_hint_that_fixes_it(h: Harness, mistake: str, hint: str
     assert hint in message, message
     assert h.check(fixed).ok, h.check(fixed).errors
     h.run_sync(fixed)
+
+
+def test_next_of_a_generator_expression_is_refused_and_the_fix_named_runs_as_python_would(h: Harness) -> None:
+    # The sandbox makes a generator expression a list, so `next()` of one fails only at run time.
+    tickets = 'tickets = ["a.py", "b.py"]\n'
+    diagnostics = h.check(tickets + 'next((t for t in tickets if t.startswith("c")), None)').diagnostics
+    assert [(d.line, d.rule) for d in diagnostics] == [(2, 'unsupported-call')]
+    assert h.run_sync(tickets + 'next(iter([t for t in tickets if t.startswith("c")]), None)').value is None
+    assert h.run_sync(tickets + 'next(iter([t for t in tickets if t.endswith("y")]))').value == 'a.py'
+    made = 'sizes = [3, 4]\nd = iter([s * 2 for s in sizes])\n'
+    assert h.run_sync(made + '[next(d), next(d), next(d, 0)]').value == [6, 8, 0]
+    assert h.check('sizes = [3, 4]\nsum(s for s in sizes) + max(s for s in sizes)').ok  # other uses are fine
+
+
+@pytest.mark.parametrize(
+    'text',
+    ['\n' + '- x\n' * 200, '-x' * 200, 'not ' * 200 + 'x', '-x' * 200 + '\\N{BULLET} \\x41 \\\\ \\\n'],
+    ids=['markdown', 'dashes', 'words', 'escapes'],
+)
+def test_a_long_string_that_reads_as_deeply_nested_python_checks_and_runs(h: Harness, text: str) -> None:
+    # ty (in the checking session) parses a string's text as if it could be an annotation, and
+    # refused one nested past ~200 levels ("Source is too deeply nested"): a Markdown list pasted in.
+    for literal in (f'"""{text}"""', f'r"""{text}"""', f'f"""{{n}}{text}"""'):
+        code = f'n = 1\nnotes = {literal}\nmissing: int = "x"\nnotes'
+        report = h.check(code)
+        line = code[: code.index('missing')].count('\n') + 1
+        assert [(d.line, d.rule) for d in report.diagnostics] == [(line, 'invalid-assignment')], report.errors
+        assert h.check(code.replace('missing: int = "x"', 'missing = "x"')).ok
+    value = h.run_sync(f'notes = """{text}"""\nnotes').value
+    assert value == eval(f'"""{text}"""')  # the literal this test wrote
+
+
+def test_source_nested_too_deeply_is_one_line_that_names_the_fix(h: Harness) -> None:
+    report = h.check('x = 1\ny = ' + '-' * 250 + 'x\ny')
+    assert [(d.line, d.rule) for d in report.diagnostics] == [(2, 'invalid-syntax')], report.errors
+    assert 'Traceback' not in report.errors
+    assert 'split it into steps' in report.errors
 
 
 def test_a_dataclass_final_value_is_plain_data_and_other_objects_are_refused(h: Harness) -> None:
