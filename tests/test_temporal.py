@@ -423,3 +423,17 @@ def test_temporal_dev_starts_a_server_on_localhost(tmp_path: Path) -> None:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)
     assert (tmp_path / 'dev.db').exists()
+
+
+def test_temporal_none_turns_temporal_off_even_when_the_environment_names_a_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`HARNESS_TEMPORAL` is the default for a Harness made without `temporal=`; an explicit `temporal=None`
+    is the embedded engine, whatever the environment says (nothing connects at construction)."""
+    monkeypatch.setenv('HARNESS_TEMPORAL', '127.0.0.1:7233')
+    made = [Harness(store=None), Harness(store=None, temporal=None), Harness(store=None, temporal='10.0.0.1:7233')]
+    try:
+        assert [h.temporal for h in made] == ['127.0.0.1:7233', None, '10.0.0.1:7233']
+    finally:
+        for h in made:
+            h.close()
