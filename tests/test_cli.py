@@ -251,6 +251,19 @@ def test_custom_subagents_from_the_agents_option(cli: Cli, tmp_path: Path) -> No
     one_line_error(bad_spec, "'mymod:nothing_here'", 'no attribute')
 
 
+def test_agents_marks_calls_that_need_approval(cli: Cli, tmp_path: Path) -> None:
+    """`harness agents` shows what the model is shown: a callee registered with `approval=True` says in its stub
+    that each call waits for a person."""
+    (tmp_path / 'gated.py').write_text(
+        'from harness import Harness\nh = Harness(store=":memory:")\n\n\n@h.tool(side_effect=True, approval=True)\n'
+        'async def send_email(*, to: str) -> str:\n    """Send an email."""\n    return to\n'
+    )
+    env = {'HARNESS_STORE': str(tmp_path / 'r.db')}
+    out = ok(cli(['agents', '--plain', '--agents', 'gated:h'], cwd=tmp_path, env=env))
+    stub = out[out.index('async def send_email'):].split('\n    ...\n')[0]
+    assert 'Send an email.' in stub and 'Needs approval: a person must approve each call before it runs' in stub
+
+
 def test_custom_subagents_from_pyproject(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / 'pyproject.toml').write_text(
         '[project]\nname = "demo"\n\n[tool.harness]\nagents = ["mymod:extras", "mymod:agents"]\n'
