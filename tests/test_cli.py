@@ -306,6 +306,52 @@ def test_ask_reviews_the_sample_project_offline(cli: Cli, work: Path) -> None:
     assert 'no calls were made' in out and '→' not in out
 
 
+# -- a model server at HARNESS_BASE_URL ------------------------------------------------------------------
+
+
+def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli, tmp_path: Path) -> None:
+    """Ollama and vLLM refuse a request for a model they do not serve: with no HARNESS_MODEL, the CLI asks the
+    server (`GET /models`) and uses its one model, by name."""
+    from fake_openai import MODEL, FakeOpenAI, Turn
+
+    fake = FakeOpenAI([Turn(script='files = await list_files(pattern="*.md")\nlen(files)\n'), Turn(chunks=['none'])])
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    try:
+        out = ok(cli(['ask', 'count the notes'], cwd=tmp_path, env=env))
+    finally:
+        fake.close()
+    assert f'model: {MODEL} at {fake.base_url}' in out
+    assert [r['model'] for r in fake.requests] == [MODEL, MODEL]
+
+
+@pytest.mark.parametrize(('models', 'needles'), [
+    ([], ('serves no model', 'HARNESS_MODEL')),
+    (['llama3.2', 'qwen2.5'], ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
+])
+def test_a_base_url_whose_server_does_not_name_one_model_is_a_one_line_error(
+    cli: Cli, tmp_path: Path, models: list[str], needles: tuple[str, ...]
+) -> None:
+    from fake_openai import FakeOpenAI, Turn
+
+    fake = FakeOpenAI([Turn(chunks=['never sent'])], models=models)
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    try:
+        one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), fake.base_url, *needles)
+    finally:
+        fake.close()
+    assert fake.requests == []  # no chat request went out under a made-up name
+
+
+def test_a_base_url_with_no_server_behind_it_is_a_one_line_error(cli: Cli, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(('127.0.0.1', 0))
+        base = f'http://127.0.0.1:{sock.getsockname()[1]}/v1'
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': base}
+    one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), base, 'HARNESS_BASE_URL', 'Start it')
+
+
 # -- stored runs ---------------------------------------------------------------------------------------
 
 
