@@ -251,6 +251,64 @@ def test_custom_subagents_from_the_agents_option(cli: Cli, tmp_path: Path) -> No
     one_line_error(bad_spec, "'mymod:nothing_here'", 'no attribute')
 
 
+PLAIN_MODULE = '''\
+"""Plain functions: a user's host tools."""
+
+
+async def lint(*, path: str) -> list[str]:
+    """Lint one file."""
+    return [path]
+
+
+def word_count(*, text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+both = [lint, word_count]
+'''
+
+
+def kinds(result: Any) -> dict[str, str]:
+    """Callee name -> 'agent' or 'tool', from `harness audit --json`."""
+    return {c['name']: c['kind'] for c in json.loads(ok(result))['callees']}
+
+
+def test_plain_functions_become_host_tools_with_the_tools_option(cli: Cli, tmp_path: Path) -> None:
+    """`--tools module:attr` registers plain functions (sync or async, or a list of them) as host tools; under
+    `--agents` an async function is a sub-agent, and `harness agents` says which each callee became and how to
+    make a function a tool."""
+    (tmp_path / 'plain.py').write_text(PLAIN_MODULE)
+    (tmp_path / 'mymod.py').write_text(CUSTOM_MODULE)
+    (tmp_path / 'flow.py').write_text('await word_count(text="a b c")\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    as_tools = kinds(cli(['audit', '--json', '--tools', 'plain:both'], cwd=tmp_path, env=env))
+    assert as_tools['lint'] == as_tools['word_count'] == 'tool'
+    ran = json.loads(ok(cli(['exec', 'flow.py', '--json', '--tools', 'plain:word_count'], cwd=tmp_path, env=env)))
+    assert ran['value'] == 3
+
+    assert kinds(cli(['audit', '--json', '--agents', 'plain:lint'], cwd=tmp_path, env=env))['lint'] == 'agent'
+    for option, kind in (('--agents', 'sub-agents'), ('--tools', 'host tools')):  # the catalog says what each became
+        shown = cli(['agents', option, 'plain:lint'], cwd=tmp_path, env=env)
+        ok(shown)
+        said = ' '.join(shown.stderr.split())
+        assert re.search(rf'{kind} \(max_\w+_calls\): [^;.]*\blint\b', said), said
+        assert 'A function given with --agents is a sub-agent; --tools module:attr makes it a host tool.' in said
+
+    one_line_error(cli(['agents', '--agents', 'plain:word_count'], cwd=tmp_path, env=env), 'word_count', '--tools')
+    one_line_error(cli(['agents', '--tools', 'mymod:shouter'], cwd=tmp_path, env=env), 'Agent', '--agents')
+    one_line_error(cli(['agents', '--tools', 'plain:nothing'], cwd=tmp_path, env=env), "--tools 'plain:nothing'")
+
+
+def test_host_tools_from_pyproject(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / 'pyproject.toml').write_text('[project]\nname = "demo"\n\n[tool.harness]\ntools = ["plain:both"]\n')
+    (tmp_path / 'plain.py').write_text(PLAIN_MODULE)
+    found = cli(['audit', '--json'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')})
+    assert kinds(found)['lint'] == kinds(found)['word_count'] == 'tool' and found.stderr == ''
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\ntools = [1]\n')
+    one_line_error(cli(['agents'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}), 'tools')
+
+
 def test_agents_marks_calls_that_need_approval(cli: Cli, tmp_path: Path) -> None:
     """`harness agents` shows what the model is shown: a callee registered with `approval=True` says in its stub
     that each call waits for a person."""
