@@ -382,17 +382,18 @@ def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli,
     assert [r['model'] for r in fake.requests] == [MODEL, MODEL]
 
 
-@pytest.mark.parametrize(('models', 'needles'), [
-    ([], ('serves no model', 'HARNESS_MODEL')),
-    (['llama3.2', 'qwen2.5'], ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
+@pytest.mark.parametrize(('models', 'path', 'needles'), [
+    ([], '', ('serves no model', 'HARNESS_MODEL')),
+    (['llama3.2', 'qwen2.5'], '', ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
+    (['m'], '/elsewhere', ('/elsewhere/models answered HTTP 404', 'HARNESS_MODEL')),
 ])
 def test_a_base_url_whose_server_does_not_name_one_model_is_a_one_line_error(
-    cli: Cli, tmp_path: Path, models: list[str], needles: tuple[str, ...]
+    cli: Cli, tmp_path: Path, models: list[str], path: str, needles: tuple[str, ...]
 ) -> None:
     from fake_openai import FakeOpenAI, Turn
 
     fake = FakeOpenAI([Turn(chunks=['never sent'])], models=models)
-    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url + path}
     try:
         one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), fake.base_url, *needles)
     finally:
