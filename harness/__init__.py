@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ._manifest import CatalogChange, CatalogChanged
     from ._records import CallEvent, CallRecord, Pending, WorkflowResult
     from ._rules import After
-    from ._store import RunRow
+    from ._store import RunRow, StoreError
 
 # The public names load on first use (PEP 562): `harness`'s command line imports this package for every
 # command, and the ones that only read stored runs must not pay for pydantic-ai and logfire.
@@ -78,6 +78,7 @@ _WHERE = {
     'RunScope': '._context',
     'SandboxCrashed': '._errors',
     'SnapshotError': '._errors',
+    'StoreError': '._store',
     'WorkflowError': '._errors',
     'WorkflowResult': '._records',
     'WorkflowRuntimeError': '._errors',
@@ -134,6 +135,7 @@ __all__ = [
     'RunScope',
     'SandboxCrashed',
     'SnapshotError',
+    'StoreError',
     'WorkflowError',
     'WorkflowResult',
     'WorkflowRuntimeError',

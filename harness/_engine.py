@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import getpass
 import importlib.util
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests
@@ -56,6 +57,16 @@ T = TypeVar('T')
 DEFAULT_SUB_AGENT_USAGE_LIMITS = UsageLimits(request_limit=50)
 
 
+class _FromEnvironment(enum.Enum):
+    """The default of `Harness(temporal=...)`: `HARNESS_TEMPORAL`. A sentinel, because `None` is a choice
+    (the embedded engine, whatever the environment says)."""
+
+    TOKEN = 'HARNESS_TEMPORAL'
+
+
+FROM_ENVIRONMENT = _FromEnvironment.TOKEN
+
+
 class Harness:
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
@@ -86,9 +97,10 @@ class Harness:
         grant_clock / grant_randomness: let scripts read the clock / OS entropy; each value is
             journaled, so replay and resume see the same world.
         on_event: called with a `CallEvent` as each call starts, finishes, fails, is refused or is skipped.
-        temporal: a Temporal server's address (`host:port`; default `HARNESS_TEMPORAL`): every script
+        temporal: a Temporal server's address (`host:port`; not given: `HARNESS_TEMPORAL`): every script
             runs as a Temporal workflow on the workers (`harness worker`) polling `task_queue`, which
-            need the same catalog and store. `None`: the embedded engine, in this process.
+            need the same catalog and store. `None`: the embedded engine, in this process, even when
+            `HARNESS_TEMPORAL` is set.
         task_queue: the Temporal task queue workflows and calls go to.
         task_queues: `{callee name: task queue}`, to give a heavy callee workers of its own.
     """
@@ -116,7 +128,7 @@ class Harness:
         grant_clock: bool = False,
         grant_randomness: bool = False,
         on_event: EventHandler | None = None,
-        temporal: str | None = None,
+        temporal: str | Literal[_FromEnvironment.TOKEN] | None = FROM_ENVIRONMENT,
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
     ) -> None:
@@ -153,7 +165,9 @@ class Harness:
         self.grant_randomness = grant_randomness
         self.trace_values = trace_values
         self.on_event = on_event
-        self.temporal = temporal or os.environ.get('HARNESS_TEMPORAL') or None
+        if temporal is FROM_ENVIRONMENT:
+            temporal = os.environ.get('HARNESS_TEMPORAL')
+        self.temporal: str | None = temporal or None
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
         self.task_queue = task_queue

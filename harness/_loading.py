@@ -1,5 +1,8 @@
-"""Finds the user's configuration: the store path, custom sub-agents (`--agents module:attr`) and
-`[tool.harness]` in the nearest pyproject.toml.
+"""Finds the user's configuration: the store path, custom sub-agents (`--agents module:attr`), host tools
+(`--tools module:attr`) and `[tool.harness]` in the nearest pyproject.toml.
+
+What a plain function becomes is the user's choice, not a guess: under `agents` an async function is a
+sub-agent, under `tools` a function (sync or async) is a host tool.
 
 Only the standard library at import: the CLI's commands that read stored runs start fast because
 nothing here pulls in pydantic-ai; `load_object` and `merge_into` import what they need when called.
@@ -68,6 +71,8 @@ class ProjectConfig:
     """`[tool.harness]` from the user's pyproject.toml."""
 
     agents: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    """`module:attr` of host tools: functions (sync or async), or lists of them."""
     model: str | None = None
     workspace: str | None = None
     store: str | None = None
@@ -91,6 +96,11 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
             agents = section.get('agents', [])
             if isinstance(agents, str):
                 agents = [agents]
+            tools = section.get('tools', [])
+            tools = [tools] if isinstance(tools, str) else tools
+            if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+                raise ConfigError(f'{pyproject}: [tool.harness] tools lists module:attribute strings, e.g. '
+                                  'tools = ["mytools:word_count"]')
             store = section.get('store')
             if store is not None and not isinstance(store, str):
                 raise ConfigError(
@@ -104,71 +114,103 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                 raise ConfigError(f'{pyproject}: [tool.harness] task_queues maps callees to queue names, e.g. '
                                   'task_queues = { reviewer = "gpu" }')
             return ProjectConfig(
-                agents=list(agents), model=section.get('model'), workspace=section.get('workspace'), store=store,
-                temporal=temporal, task_queues=queues, root=folder,
+                agents=list(agents), tools=tools, model=section.get('model'), workspace=section.get('workspace'),
+                store=store, temporal=temporal, task_queues=queues, root=folder,
             )
     return ProjectConfig()
 
 
-def load_object(spec: str, *, search_path: Path | None = None) -> Any:
-    """Import `module:attr` (the working directory and `search_path` are importable)."""
+def load_object(spec: str, *, search_path: Path | None = None, option: str = '--agents') -> Any:
+    """Import `module:attr` (the working directory and `search_path` are importable); errors name `option`."""
     from ._catalog import RegistrationError
 
     module_name, _, attr = spec.partition(':')
     if not module_name or not attr:
-        raise RegistrationError(f'--agents {spec!r}: write it as module:attribute, e.g. myagents:reviewer')
+        example = 'mytools:word_count' if option == '--tools' else 'myagents:reviewer'
+        raise RegistrationError(f'{option} {spec!r}: write it as module:attribute, e.g. {example}')
     for path in (str(Path.cwd()), str(search_path) if search_path else None):
         if path and path not in sys.path:
             sys.path.insert(0, path)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise RegistrationError(f'--agents {spec!r}: cannot import {module_name!r} ({exc}).') from None
+        raise RegistrationError(f'{option} {spec!r}: cannot import {module_name!r} ({exc}).') from None
     except SyntaxError as exc:
         raise RegistrationError(
-            f'--agents {spec!r}: {module_name!r} has a syntax error at line {exc.lineno}: {exc.msg}.'
+            f'{option} {spec!r}: {module_name!r} has a syntax error at line {exc.lineno}: {exc.msg}.'
         ) from None
     except (Exception, SystemExit) as exc:  # the user's module ran and failed: say where, not a traceback
         raise RegistrationError(
-            f'--agents {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}'
+            f'{option} {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}'
         ) from None
     obj: Any = module
     for part in attr.split('.'):
         if not hasattr(obj, part):
-            raise RegistrationError(f'--agents {spec!r}: module {module_name!r} has no attribute {attr!r}.')
+            raise RegistrationError(f'{option} {spec!r}: module {module_name!r} has no attribute {attr!r}.')
         obj = getattr(obj, part)
     return obj
 
 
 def merge_into(h: Harness, obj: Any, *, spec: str) -> list[str]:
-    """Register a Harness's catalog, an Agent, an async function, or a list of them; user entries replace built-ins."""
+    """Register a Harness's catalog, an Agent, an async function (a sub-agent), or a list of them; user entries
+    replace built-ins."""
     from pydantic_ai.agent.abstract import AbstractAgent
 
     from ._catalog import RegistrationError
     from ._engine import Harness
 
     added: list[str] = []
-    items = obj if isinstance(obj, list | tuple) else [obj]
-    for item in items:
+    for item in obj if isinstance(obj, list | tuple) else [obj]:
         if isinstance(item, Harness):
             for name, callee in item.callees.items():
-                if name in h.callees:
-                    h.remove(name)
+                replace(h, name)
                 h.add_callee(callee)
                 added.append(name)
         elif isinstance(item, AbstractAgent):
-            if item.name and item.name in h.callees:
-                h.remove(item.name)
+            replace(h, item.name)
             h.add_agent(item)
             added.append(item.name or '?')
         elif inspect.iscoroutinefunction(item):
-            if item.__name__ in h.callees:
-                h.remove(item.__name__)
+            replace(h, item.__name__)
             h.subagent(item)
             added.append(item.__name__)
+        elif inspect.isfunction(item):
+            raise RegistrationError(
+                f'--agents {spec!r}: {item.__name__} is a plain (not async) function, which cannot be a sub-agent; '
+                f'for a host tool, load it with --tools {spec} (or [tool.harness] tools).'
+            )
         else:
             raise RegistrationError(
                 f'--agents {spec!r} is a {type(item).__name__}: point it at a Harness, a pydantic-ai Agent, '
                 'an async function, or a list of them.'
             )
     return added
+
+
+def merge_tools(h: Harness, obj: Any, *, spec: str) -> list[str]:
+    """Register a function (sync or async) or a list of them as host tools; user entries replace built-ins."""
+    from pydantic_ai.agent.abstract import AbstractAgent
+
+    from ._catalog import RegistrationError
+    from ._engine import Harness
+
+    added: list[str] = []
+    for item in obj if isinstance(obj, list | tuple) else [obj]:
+        if isinstance(item, Harness | AbstractAgent):
+            what = 'a Harness (its catalog says what each callee is)' if isinstance(item, Harness) else \
+                'a pydantic-ai Agent (a sub-agent)'
+            raise RegistrationError(f'--tools {spec!r} is {what}: load it with --agents {spec} (or [tool.harness] '
+                                    'agents).')
+        if not inspect.isfunction(item):
+            raise RegistrationError(f'--tools {spec!r} is a {type(item).__name__}: point it at a function (sync or '
+                                    'async) or a list of them.')
+        replace(h, item.__name__)
+        h.tool(item)
+        added.append(item.__name__)
+    return added
+
+
+def replace(h: Harness, name: str | None) -> None:
+    """Make room for a user's callee: it replaces a built-in of the same name."""
+    if name and name in h.callees:
+        h.remove(name)

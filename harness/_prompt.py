@@ -60,8 +60,8 @@ def tool_description(
 ) -> str:
     """The `run_workflow` description: how scripts work, the budgets, and the stubs."""
     rules = RULES.format(example=examples(callees), importable=IMPORTABLE)
-    return f'{rules}\n\n{budgets(callees, max_agent_calls, max_tool_calls, max_repeats, access)}\n\n' \
-        f'The functions (stubs):\n\n```python\n{stubs}```'
+    sections = [rules, budgets(callees, max_agent_calls, max_tool_calls, max_repeats, access), approvals(callees)]
+    return '\n\n'.join(s for s in sections if s) + f'\n\nThe functions (stubs):\n\n```python\n{stubs}```'
 
 
 def budgets(
@@ -86,6 +86,28 @@ def budgets(
     if access.deny:
         lines.append(f'- This run may not call: {", ".join(sorted(access.deny))}.')
     return '\n'.join(lines)
+
+
+def approvals(callees: Mapping[str, Callee]) -> str:
+    """What a call that needs a person's approval does to the turn (nothing when no callee needs one).
+
+    Under an orchestrator a waiting run is pydantic-ai's deferred approval of this tool call: the agent run
+    ends with `DeferredToolRequests`, and once the app answers, the same tool call continues the run from its
+    snapshot and returns the script's result (`_toolset.WorkflowToolset.defer`)."""
+    gated = sorted(name for name, c in callees.items() if c.approval)
+    if not gated:
+        return ''
+    names = ', '.join(gated)
+    verb = 'needs' if len(gated) == 1 else 'need'
+    return (
+        'Calls that wait for a person:\n'
+        f'- {names} {verb} a person\'s approval before each call ("Needs approval" in the stub). When a script '
+        'reaches such a call, this turn ends there: the calls before it are kept, nothing after it runs yet, and '
+        'you get no result until the person decides.\n'
+        '- Then the same script continues from where it stopped (earlier calls are not made again) and its result '
+        'comes back to you as usual; a rejected call raises PermissionError with their reason, which the script '
+        'may catch to go on without it.'
+    )
 
 
 def examples(callees: Mapping[str, Callee]) -> str:

@@ -92,6 +92,9 @@ def describe(callee: Callee) -> str | None:
     notes = [callee.description] if callee.description else []
     if callee.side_effect:
         notes.append('Side effects: it changes something outside the script.')
+    if callee.approval:
+        notes.append('Needs approval: a person must approve each call before it runs, so the script waits there '
+                     'for their decision; a rejected call raises PermissionError with their reason and does not run.')
     notes.extend(
         f'Requires {rule.describe()}; otherwise it is refused with PermissionError and does not run.'
         for rule in callee.requires

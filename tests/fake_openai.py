@@ -8,6 +8,9 @@ workflow script, or a text answer sent in chunks. A chunk may be preceded by a g
 on the terminal before the rest exists (streaming shown by events, not by timing).
 
 Every request's JSON body is kept (`requests`), to check what the CLI sent (`stream`, the messages).
+
+`GET /v1/models` lists `models` (by default the one `MODEL`), as OpenAI and Ollama's OpenAI API do, for a
+client that asks the server which model to use.
 """
 
 from __future__ import annotations
@@ -36,14 +39,27 @@ class Turn:
 class FakeOpenAI:
     """Serves `turns` in order, one per request (a request past the last gets the last turn again)."""
 
-    def __init__(self, turns: list[Turn]) -> None:
+    def __init__(self, turns: list[Turn], models: list[str] | None = None) -> None:
         self.turns = turns
+        self.models = [MODEL] if models is None else models
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = 'HTTP/1.1'
+
+            def do_GET(self) -> None:
+                if self.path.rstrip('/') != '/v1/models':
+                    self.send_error(404)
+                    return
+                listing = [{'id': name, 'object': 'model', 'created': 0, 'owned_by': 'fake'} for name in server.models]
+                payload = json.dumps({'object': 'list', 'data': listing}).encode()
+                self.send_response(200)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get('Content-Length') or 0)) or b'{}')

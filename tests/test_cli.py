@@ -251,6 +251,77 @@ def test_custom_subagents_from_the_agents_option(cli: Cli, tmp_path: Path) -> No
     one_line_error(bad_spec, "'mymod:nothing_here'", 'no attribute')
 
 
+PLAIN_MODULE = '''\
+"""Plain functions: a user's host tools."""
+
+
+async def lint(*, path: str) -> list[str]:
+    """Lint one file."""
+    return [path]
+
+
+def word_count(*, text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+both = [lint, word_count]
+'''
+
+
+def kinds(result: Any) -> dict[str, str]:
+    """Callee name -> 'agent' or 'tool', from `harness audit --json`."""
+    return {c['name']: c['kind'] for c in json.loads(ok(result))['callees']}
+
+
+def test_plain_functions_become_host_tools_with_the_tools_option(cli: Cli, tmp_path: Path) -> None:
+    """`--tools module:attr` registers plain functions (sync or async, or a list of them) as host tools; under
+    `--agents` an async function is a sub-agent, and `harness agents` says which each callee became and how to
+    make a function a tool."""
+    (tmp_path / 'plain.py').write_text(PLAIN_MODULE)
+    (tmp_path / 'mymod.py').write_text(CUSTOM_MODULE)
+    (tmp_path / 'flow.py').write_text('await word_count(text="a b c")\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    as_tools = kinds(cli(['audit', '--json', '--tools', 'plain:both'], cwd=tmp_path, env=env))
+    assert as_tools['lint'] == as_tools['word_count'] == 'tool'
+    ran = json.loads(ok(cli(['exec', 'flow.py', '--json', '--tools', 'plain:word_count'], cwd=tmp_path, env=env)))
+    assert ran['value'] == 3
+
+    assert kinds(cli(['audit', '--json', '--agents', 'plain:lint'], cwd=tmp_path, env=env))['lint'] == 'agent'
+    for option, kind in (('--agents', 'sub-agents'), ('--tools', 'host tools')):  # the catalog says what each became
+        shown = cli(['agents', option, 'plain:lint'], cwd=tmp_path, env=env)
+        ok(shown)
+        said = ' '.join(shown.stderr.split())
+        assert re.search(rf'{kind} \(max_\w+_calls\): [^;.]*\blint\b', said), said
+        assert 'A function given with --agents is a sub-agent; --tools module:attr makes it a host tool.' in said
+
+    one_line_error(cli(['agents', '--agents', 'plain:word_count'], cwd=tmp_path, env=env), 'word_count', '--tools')
+    one_line_error(cli(['agents', '--tools', 'mymod:shouter'], cwd=tmp_path, env=env), 'Agent', '--agents')
+    one_line_error(cli(['agents', '--tools', 'plain:nothing'], cwd=tmp_path, env=env), "--tools 'plain:nothing'")
+
+
+def test_host_tools_from_pyproject(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / 'pyproject.toml').write_text('[project]\nname = "demo"\n\n[tool.harness]\ntools = ["plain:both"]\n')
+    (tmp_path / 'plain.py').write_text(PLAIN_MODULE)
+    found = cli(['audit', '--json'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')})
+    assert kinds(found)['lint'] == kinds(found)['word_count'] == 'tool' and found.stderr == ''
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\ntools = [1]\n')
+    one_line_error(cli(['agents'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}), 'tools')
+
+
+def test_agents_marks_calls_that_need_approval(cli: Cli, tmp_path: Path) -> None:
+    """`harness agents` shows what the model is shown: a callee registered with `approval=True` says in its stub
+    that each call waits for a person."""
+    (tmp_path / 'gated.py').write_text(
+        'from harness import Harness\nh = Harness(store=":memory:")\n\n\n@h.tool(side_effect=True, approval=True)\n'
+        'async def send_email(*, to: str) -> str:\n    """Send an email."""\n    return to\n'
+    )
+    env = {'HARNESS_STORE': str(tmp_path / 'r.db')}
+    out = ok(cli(['agents', '--plain', '--agents', 'gated:h'], cwd=tmp_path, env=env))
+    stub = out[out.index('async def send_email'):].split('\n    ...\n')[0]
+    assert 'Send an email.' in stub and 'Needs approval: a person must approve each call before it runs' in stub
+
+
 def test_custom_subagents_from_pyproject(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / 'pyproject.toml').write_text(
         '[project]\nname = "demo"\n\n[tool.harness]\nagents = ["mymod:extras", "mymod:agents"]\n'
@@ -302,6 +373,53 @@ def test_ask_reviews_the_one_file_it_is_named_offline(cli: Cli, work: Path) -> N
     assert 'Reviewed 1 file(s)' in out and 'list_files' not in out
     run_line = RUN_LINE.search(out)
     assert run_line and run_line['calls'] == '3', out
+
+
+# -- a model server at HARNESS_BASE_URL ------------------------------------------------------------------
+
+
+def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli, tmp_path: Path) -> None:
+    """Ollama and vLLM refuse a request for a model they do not serve: with no HARNESS_MODEL, the CLI asks the
+    server (`GET /models`) and uses its one model, by name."""
+    from fake_openai import MODEL, FakeOpenAI, Turn
+
+    fake = FakeOpenAI([Turn(script='files = await list_files(pattern="*.md")\nlen(files)\n'), Turn(chunks=['none'])])
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    try:
+        out = ok(cli(['ask', 'count the notes'], cwd=tmp_path, env=env))
+    finally:
+        fake.close()
+    assert f'model: {MODEL} at {fake.base_url}' in out
+    assert [r['model'] for r in fake.requests] == [MODEL, MODEL]
+
+
+@pytest.mark.parametrize(('models', 'path', 'needles'), [
+    ([], '', ('serves no model', 'HARNESS_MODEL')),
+    (['llama3.2', 'qwen2.5'], '', ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
+    (['m'], '/elsewhere', ('/elsewhere/models answered HTTP 404', 'HARNESS_MODEL')),
+])
+def test_a_base_url_whose_server_does_not_name_one_model_is_a_one_line_error(
+    cli: Cli, tmp_path: Path, models: list[str], path: str, needles: tuple[str, ...]
+) -> None:
+    from fake_openai import FakeOpenAI, Turn
+
+    fake = FakeOpenAI([Turn(chunks=['never sent'])], models=models)
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url + path}
+    try:
+        one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), fake.base_url, *needles)
+    finally:
+        fake.close()
+    assert fake.requests == []  # no chat request went out under a made-up name
+
+
+def test_a_base_url_with_no_server_behind_it_is_a_one_line_error(cli: Cli, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(('127.0.0.1', 0))
+        base = f'http://127.0.0.1:{sock.getsockname()[1]}/v1'
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': base}
+    one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), base, 'HARNESS_BASE_URL', 'Start it')
 
 
 # -- stored runs ---------------------------------------------------------------------------------------

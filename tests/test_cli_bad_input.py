@@ -103,6 +103,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     for spec_name, spec in agent_specs().items():
         for command in [*CATALOG_COMMANDS, ['replay', 'RUN'], ['ask', 'hi']]:
             found.append((f'{command[0]}-agents-{spec_name}', [*command, '--agents', spec]))
+        for command in CATALOG_COMMANDS:
+            found.append((f'{command[0]}-tools-{spec_name}', [*command, '--tools', spec]))
     for script in ('binary.py', 'latin1.py', 'missing.py', 'a-dir.py'):
         for command in ('exec', 'check'):
             found.append((f'{command}-script-{script}', [command, script]))

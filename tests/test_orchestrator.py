@@ -178,3 +178,48 @@ async def test_concurrent_orchestrator_runs_keep_separate_budgets(make_harness):
 
     results = await asyncio.gather(*[agent.run('go', model=make_model()) for _ in range(3)])
     assert all(r.output == 'final: [1, 2]' for r in results)
+
+
+def test_the_model_is_told_which_calls_wait_for_a_person_and_what_waiting_does_to_the_turn(make_harness):
+    """A callee registered with `approval=True` says so in its stub, and the `run_workflow` description says what
+    happens when a script reaches it: the turn pauses until a person decides, then the script goes on."""
+    h = make_harness()
+
+    @h.tool
+    async def draft(*, to: str) -> str:
+        """Draft an email."""
+        return f'hello {to}'
+
+    @h.tool(side_effect=True, approval=True)
+    async def send_email(*, to: str, body: str) -> str:
+        """Send an email."""
+        return f'sent to {to}'
+
+    descriptions: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        descriptions.extend(t.description or '' for t in info.function_tools)
+        return ModelResponse(parts=[TextPart('done')])
+
+    h.orchestrator(FunctionModel(respond)).run_sync('x')
+    stubs = h.stubs()
+    send_stub = stubs[stubs.index('async def send_email'):].split('\n    ...\n')[0]
+    draft_stub = stubs[stubs.index('async def draft'):].split('\n    ...\n')[0]
+    assert 'Needs approval: a person must approve each call before it runs' in send_stub
+    assert 'approval' not in draft_stub
+    (description,) = descriptions
+    assert stubs in description
+    assert '- send_email needs a person\'s approval' in description
+    assert 'this turn ends there' in description and 'raises PermissionError' in description
+
+
+def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_harness):
+    h = make_harness()
+
+    @h.tool
+    async def draft(*, to: str) -> str:
+        return to
+
+    from harness._toolset import WorkflowToolset
+
+    assert 'approval' not in WorkflowToolset(h).description()

@@ -655,3 +655,19 @@ async def test_a_store_locked_by_another_process_holds_up_the_run_not_the_event_
     result = await run
     assert result.value == 2 and result.status == 'completed'
     assert [c.result for c in h.store.calls(result.run_id)] == [2]
+
+
+def test_store_error_is_public_and_the_package_surface_is_consistent() -> None:
+    """`StoreError` reaches callers (a store that cannot be opened), so it is importable from `harness`; every
+    public name is in `__all__`, in the lazy map, and imported for type checkers, and loads."""
+    import ast
+
+    import harness
+    from harness import StoreError as Public
+
+    assert Public is StoreError
+    tree = ast.parse(Path(harness.__file__).read_text())
+    typed = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
+             for stmt in node.body if isinstance(stmt, ast.ImportFrom) for alias in stmt.names}
+    assert set(harness.__all__) == set(harness._WHERE) == typed
+    assert all(getattr(harness, name) is not None for name in harness.__all__)

