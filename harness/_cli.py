@@ -580,16 +580,14 @@ def trace(
         spans = db.spans(run.run_id)
         calls = db.calls(run.run_id)
     if mermaid:
-        from ._analysis import analyze
+        from ._studio_views import graph_json
 
         h, _ = build_or_exit(store, agents, root)
         h.close()
-        names = set(h.callees) | {c.callee for c in calls}
-        try:
-            analysis = analyze(run.script, names)
-        except SyntaxError:
-            raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.') from None
-        print(analysis.mermaid(taken=[(c.callee, c.line) for c in calls]))
+        graph = graph_json(run, h.callees, calls)
+        if graph['error']:
+            raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.')
+        print(graph['mermaid'])
         return
     if as_json:
         print(json.dumps(spans, indent=2, default=str))
