@@ -138,8 +138,9 @@ async def run_turn(
     assert result is not None
     outcome.output = result.output
     outcome.messages = result.all_messages()
-    outcome.new_messages += result.new_messages()
-    outcome.usage.add(of_responses(outcome.new_messages))
+    new = result.new_messages()
+    outcome.new_messages += new
+    outcome.usage.add(of_responses(new))  # this agent run's requests only: a turn that went on has two runs
     console.print()
     return outcome
 

@@ -802,11 +802,20 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
                                                      decision: str) -> None:
     """`ask` stops at a call that needs approval, asks the person, records the decision and goes on; with no
     one to answer, the run stays waiting for `harness approve`."""
-    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import AgentInfo
 
     import harness._cli
     from harness._models import ModelChoice
+    from harness._store import RunStore
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
@@ -825,6 +834,18 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     assert re.search(r"waits for approval of #1 send_email\(to='ada@example.com', body='hi'\)", out), out
     assert 'approve? [y/N]' in out and 'script · attempt 2' not in out  # going on is not a new attempt
     [run] = json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))
+    # The orchestrator's own requests, each counted once: the one that wrote the script, and (when the run
+    # went on after the decision) the one that answered; as the stored conversation holds them.
+    requests = 1 if decision == 'no answer' else 2
+    with RunStore(tmp_path / 'runs.db') as db:
+        conversation = db.get_conversation(None)
+        [turn] = db.turns(conversation.conversation_id)
+    assert turn.usage['requests'] == requests, turn.usage
+    if decision != 'no answer':  # a waiting turn adds no messages to the conversation yet
+        served = [m for m in ModelMessagesTypeAdapter.validate_json(conversation.messages_json)
+                  if isinstance(m, ModelResponse)]
+        assert turn.usage['input_tokens'] == sum(m.usage.input_tokens for m in served) and len(served) == requests
+    assert f'orchestrator {requests} request(s), {turn.usage["input_tokens"]:,} in' in out, out
     if decision == 'approve':
         assert (tmp_path / 'sent.txt').read_text() == 'ada@example.com: hi'
         assert 'result: sent to ada@example.com' in out and run['status'] == 'completed'
