@@ -55,7 +55,8 @@ class TurnOutcome:
     attempts: int = 0
     scripts: list[str] = field(default_factory=list)
     tool_calls: dict[str, int] = field(default_factory=dict)
-    """`run_workflow` tool call id -> its attempt number (a call continued after approvals keeps its number)."""
+    """`run_workflow` tool call id -> the attempt number of its latest call (a call continued after approvals
+    keeps its number; a model server that reuses ids makes new attempts under one id)."""
 
 
 class TurnView:
@@ -108,6 +109,9 @@ async def run_turn(
     `DeferredToolResults`), the turn goes on after a person decided on the calls it waited for."""
     outcome = outcome if outcome is not None else TurnOutcome()
     console = view.console
+    # The calls this agent run continues: pydantic-ai calls each approved one again, once, first. A tool call
+    # id alone does not say so: some model servers give every tool call the same id.
+    going_on = set(deferred.approvals) if deferred is not None else set()
     async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
         outcome.agent_run_id = run.run_id
         outcome.agent_run_ids.append(run.run_id)
@@ -122,7 +126,8 @@ async def run_turn(
                     async for event in events:
                         if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
                             call_id = event.part.tool_call_id
-                            if call_id in outcome.tool_calls:  # approved: the same script goes on
+                            if call_id in going_on and call_id in outcome.tool_calls:  # approved: the script goes on
+                                going_on.discard(call_id)
                                 view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
                                 continue
                             outcome.attempts += 1

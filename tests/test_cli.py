@@ -774,6 +774,36 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
     assert f'trace: harness trace {footer[3]}' in out
 
 
+def test_every_script_shows_when_the_model_server_reuses_one_tool_call_id(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some OpenAI-compatible servers (and `tests/fake_openai.py`) give every tool call the same id: the second
+    script is still a new attempt, shown and labelled, not the first one going on."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    scripts = ['raise ValueError("boom")\n', 'files = await list_files(pattern="*.md")\nfiles\n']
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = sum(1 for m in messages for p in m.parts if p.part_kind in ('tool-return', 'retry-prompt'))
+        if returned < len(scripts):
+            call = ToolCallPart('run_workflow', {'code': scripts[returned]}, tool_call_id='call_1')
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart('done')])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'notes.md').write_text('# notes\n')
+    out = ok(cli(['ask', 'try twice'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=120))
+    assert 'goes on' not in out, out
+    assert out.index('script · attempt 1') < out.index('✗ attempt 1 failed') < out.index('script · attempt 2')
+    assert 'files = await list_files(pattern="*.md")' in out and '✓ attempt 2 returned' in out
+
+
 APPROVAL_MODULE = '''\
 from pathlib import Path
 
@@ -822,7 +852,8 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
         returned = [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
         if returned:
             return ModelResponse(parts=[TextPart(f'result: {returned[-1].content}')])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT})])
+        # One id for every tool call, as some model servers do: going on after the decision is still attempt 1.
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT}, tool_call_id='call_1')])
 
     monkeypatch.setattr(
         harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
@@ -833,6 +864,7 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     out = ok(cli(['ask', 'email ada', '--agents', 'gate:gated'], cwd=tmp_path, env=env, input=answers, columns=120))
     assert re.search(r"waits for approval of #1 send_email\(to='ada@example.com', body='hi'\)", out), out
     assert 'approve? [y/N]' in out and 'script · attempt 2' not in out  # going on is not a new attempt
+    assert ('attempt 1 goes on' in out) == (decision != 'no answer'), out
     [run] = json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))
     # The orchestrator's own requests, each counted once: the one that wrote the script, and (when the run
     # went on after the decision) the one that answered; as the stored conversation holds them.
