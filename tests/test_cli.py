@@ -573,6 +573,32 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     one_line_error(cli(['chat', 'ffffffff', '--continue'], cwd=tmp_path, env=env), "no conversation 'ffffffff'")
 
 
+def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer's headings are headings on the terminal, as bold (and the first level underlined) lines, not
+    the Markdown source: no `#` is left in front of them."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    answer = '# Findings\n\nThe suite is **green**.\n\n## Next steps\n\n- merge\n\n### Later\n\nrelease\n'
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(answer)])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, input='report\n/exit\n',
+                 columns=100))
+    lines = [line.strip() for line in out.splitlines()]
+    assert 'Findings' in lines and 'Next steps' in lines and 'Later' in lines, out
+    assert not [line for line in lines if line.startswith('#')], out
+    assert 'The suite is green.' in out and '**' not in out
+
+
 # -- the model: one line when it cannot be used --------------------------------------------------------
 
 
@@ -722,7 +748,7 @@ def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Termi
         started.set()
         shown = term.expect(r'• first point', 60)  # rendered Markdown: a bullet, bold without its stars
         assert 'script · attempt 1' in shown and 'files = await list_files(pattern="*.md")' in shown
-        assert '→ #1 list_files' in shown and '# Findings' in shown
+        assert '→ #1 list_files' in shown and 'Findings' in shown and '# Findings' not in shown  # a heading
         assert 'second point' not in shown and '**' not in shown
         first_seen.set()
         rest = term.expect(r'trace: harness trace [0-9a-f]{7,}', 60)
