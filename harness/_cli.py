@@ -574,10 +574,11 @@ def trace(
 ) -> None:
     """The run's nested span tree in the terminal (no Logfire account needed)."""
     from ._trace_view import render_tree
+    from ._views import trace_spans
 
     with open_store(store) as db:
         run = find_run(db, run_id)
-        spans = db.spans(run.run_id)
+        spans = trace_spans(db, run)
         calls = db.calls(run.run_id)
     if mermaid:
         from ._studio_views import graph_json

@@ -15,7 +15,7 @@ from ._live import RESULT_CHARS, call_text, cut, literal
 from ._records import CallRecord, SpanDict
 from ._store import Decision, RunRow, RunStore, Turn
 from ._trace_view import Node, build_tree, duration_of, span_label
-from ._views import call_json, exceptions_by_seq
+from ._views import call_json, exceptions_by_seq, trace_spans
 
 API_VERSION = 1
 RUN_STATUSES = ('running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting')
@@ -148,7 +148,7 @@ def turn_json(turn: Turn | None) -> dict[str, Any] | None:
 def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any]:
     """`GET /api/runs/{id}`: everything the run page shows."""
     calls = db.calls(run.run_id)
-    spans: list[SpanDict] = db.spans(run.run_id)
+    spans: list[SpanDict] = trace_spans(db, run)  # the tree `harness trace` draws
     decided = db.decisions(run.run_id)
     exceptions = exceptions_by_seq(spans)
     siblings = (db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id)

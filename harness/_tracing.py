@@ -37,7 +37,9 @@ A later `logfire.configure` call by the user replaces the provider and so drops 
 step 4, cannot take over the global provider): configure logfire before the harness's first run.
 
 Invariants: a span belongs to a run if it carries `harness.run_id` when it starts (or ends), or if
-its parent span in the same trace belonged to that run when the child started. Attributes kept by
+its parent span in the same trace belonged to that run when the child started. An orchestrator's agent
+run is recorded the same way under its pydantic-ai run id once the terminal adopts its span
+(`RunSpanRecorder.adopt`): its model requests and tool executions, not the workflow runs below them. Attributes kept by
 the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
 `RunSpanRecorder.value_limit` characters.
 """
@@ -137,6 +139,15 @@ class RunSpanRecorder(SpanProcessor):
                 self.dropped[run_id] = self.dropped.get(run_id, 0) + 1
             else:
                 spans.append(record)
+
+    def adopt(self, span: trace.Span, key: str) -> None:
+        """Record the open `span` and the spans started below it from now on under `key`, as if it carried
+        `harness.run_id = key` (a run's own spans below it keep their run's): an orchestrator's agent run,
+        whose model requests belong to no workflow run. A span that is not recording is ignored."""
+        ctx = span.get_span_context()
+        if span.is_recording() and ctx.is_valid:
+            with self._lock:
+                self._open[(ctx.trace_id, ctx.span_id)] = key
 
     def drain(self, run_id: str) -> list[SpanDict]:
         """Take (and forget) the finished spans recorded for `run_id`, ordered by start time.

@@ -29,6 +29,8 @@ from rich.text import Text
 
 from ._live import LiveCalls
 from ._markdown import Answer
+from ._records import SpanDict
+from ._tracing import RECORDER
 from ._usage import Totals, of_responses
 
 TOOL = 'run_workflow'
@@ -54,6 +56,9 @@ class TurnOutcome:
     """The orchestrator's own requests (sub-agents' tokens are on their workflow runs)."""
     attempts: int = 0
     scripts: list[str] = field(default_factory=list)
+    spans: dict[str, list[SpanDict]] = field(default_factory=dict)
+    """Per agent run id, the orchestrator's own spans (its agent run, model requests and tool executions; each
+    workflow run keeps its own), recorded offline: the caller stores them under that id for `harness trace`."""
     tool_calls: dict[str, int] = field(default_factory=dict)
     """`run_workflow` tool call id -> the attempt number of its latest call (a call continued after approvals
     keeps its number; a model server that reuses ids makes new attempts under one id)."""
@@ -112,34 +117,20 @@ async def run_turn(
     # The calls this agent run continues: pydantic-ai calls each approved one again, once, first. A tool call
     # id alone does not say so: some model servers give every tool call the same id.
     going_on = set(deferred.approvals) if deferred is not None else set()
-    async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
-        outcome.agent_run_id = run.run_id
-        outcome.agent_run_ids.append(run.run_id)
-        context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
-        if context.is_valid:
-            outcome.trace_id = format(context.trace_id, '032x')
-        async for node in run:
-            if Agent.is_model_request_node(node):
-                await _stream_response(node, run, view)
-            elif Agent.is_call_tools_node(node):
-                async with node.stream(run.ctx) as events:
-                    async for event in events:
-                        if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
-                            call_id = event.part.tool_call_id
-                            if call_id in going_on and call_id in outcome.tool_calls:  # approved: the script goes on
-                                going_on.discard(call_id)
-                                view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
-                                continue
-                            outcome.attempts += 1
-                            outcome.tool_calls[call_id] = outcome.attempts
-                            code = str(event.part.args_as_dict().get('code', ''))
-                            outcome.scripts.append(code)
-                            view.script(code, outcome.attempts)
-                        elif isinstance(event, FunctionToolResultEvent) and event.part.tool_name == TOOL:
-                            retried = getattr(event.part, 'outcome', None) == 'retried'
-                            attempt = outcome.tool_calls.get(event.part.tool_call_id, outcome.attempts)
-                            view.returned(event.part.content, attempt, retried=retried)
-        result = run.result
+    agent_run_id: str | None = None
+    try:
+        async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
+            agent_run_id = outcome.agent_run_id = run.run_id
+            outcome.agent_run_ids.append(run.run_id)
+            span = trace.get_current_span()  # the agent run's span, when traced
+            RECORDER.adopt(span, run.run_id)
+            if span.get_span_context().is_valid:
+                outcome.trace_id = format(span.get_span_context().trace_id, '032x')
+            await _iterate(run, view, outcome, going_on)
+            result = run.result
+    finally:
+        if agent_run_id is not None:  # its span has ended: what was recorded of it is complete
+            outcome.spans[agent_run_id] = RECORDER.drain(agent_run_id)
     assert result is not None
     outcome.output = result.output
     outcome.messages = result.all_messages()
@@ -148,6 +139,31 @@ async def run_turn(
     outcome.usage.add(of_responses(new))  # this agent run's requests only: a turn that went on has two runs
     console.print()
     return outcome
+
+
+async def _iterate(run: Any, view: TurnView, outcome: TurnOutcome, going_on: set[str]) -> None:
+    """Stream every node of the agent run: the model's responses, the scripts and what they returned."""
+    async for node in run:
+        if Agent.is_model_request_node(node):
+            await _stream_response(node, run, view)
+        elif Agent.is_call_tools_node(node):
+            async with node.stream(run.ctx) as events:
+                async for event in events:
+                    if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
+                        call_id = event.part.tool_call_id
+                        if call_id in going_on and call_id in outcome.tool_calls:  # approved: the script goes on
+                            going_on.discard(call_id)
+                            view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
+                            continue
+                        outcome.attempts += 1
+                        outcome.tool_calls[call_id] = outcome.attempts
+                        code = str(event.part.args_as_dict().get('code', ''))
+                        outcome.scripts.append(code)
+                        view.script(code, outcome.attempts)
+                    elif isinstance(event, FunctionToolResultEvent) and event.part.tool_name == TOOL:
+                        retried = getattr(event.part, 'outcome', None) == 'retried'
+                        attempt = outcome.tool_calls.get(event.part.tool_call_id, outcome.attempts)
+                        view.returned(event.part.content, attempt, retried=retried)
 
 
 async def _stream_response(node: Any, run: Any, view: TurnView) -> None:

@@ -669,6 +669,40 @@ def test_show_call_full_and_replay_positions(cli: Cli, work: Path, env: dict[str
     assert re.search(r'K is one of \d+(, \d+)*', error), error
 
 
+BIG_MODULE = '''\
+from harness import Harness
+
+big = Harness(store=":memory:")
+
+
+@big.tool
+async def long_text(*, n: int) -> str:
+    return "a" * n + "END"
+
+
+@big.tool
+async def many(*, n: int) -> list[int]:
+    return list(range(n))
+'''
+
+
+def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
+    """`show --full` prints a 5,000-character result as one string (not folded into a table column) and a
+    list of 30 items with all of them; without it, both are previews."""
+    (tmp_path / 'bigmod.py').write_text(BIG_MODULE)
+    (tmp_path / 'flow.py').write_text('text = await long_text(n=5000)\nnumbers = await many(n=30)\nlen(text)\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    run_id = json.loads(ok(cli(['exec', 'flow.py', '--json', '--agents', 'bigmod:big'], cwd=tmp_path, env=env)))[
+        'run_id']
+    whole = ok(cli(['show', run_id, '--full'], cwd=tmp_path, env=env))
+    assert '"' + 'a' * 5000 + 'END"' in whole
+    assert ''.join(whole.split()).count('[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,'
+                                        '28,29]') == 1
+    assert 'more' not in whole and '…' not in whole
+    short = ''.join(ok(cli(['show', run_id], cwd=tmp_path, env=env)).split())
+    assert 'a' * 5000 not in short and '(5,003chars)' in short and '…10more]' in short
+
+
 def test_the_store_is_the_projects_from_any_subdirectory(cli: Cli, tmp_path: Path) -> None:
     project = tmp_path / 'project'
     deep = project / 'src' / 'pkg'
