@@ -270,7 +270,6 @@ class EvalResult:
             lines.append(f'against eval {self.baseline_id}: ' + ' · '.join([*parts, tokens, cost]))
         return lines
 
-
     def verdicts(self) -> list[str]:
         """Per case, each assertion that did not hold, named with the evaluator's reason, and each evaluator that
         could not run, with its error (the report's table shows a cross and no more)."""

@@ -38,9 +38,9 @@ step 4, cannot take over the global provider): configure logfire before the harn
 
 Invariants: a span belongs to a run if it carries `harness.run_id` when it starts (or ends), or if
 its parent span in the same trace belonged to that run when the child started. An orchestrator's agent
-run is recorded the same way under its pydantic-ai run id once the terminal adopts its span
-(`RunSpanRecorder.adopt`): its model requests and tool executions, not the workflow runs below them. Attributes kept by
-the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
+run is recorded the same way under its pydantic-ai run id once `ask`/`chat` adopt its span
+(`RunSpanRecorder.adopt`): its model requests and tool executions, not the workflow runs below them.
+Attributes kept by the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
 `RunSpanRecorder.value_limit` characters.
 """
 
