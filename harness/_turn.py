@@ -10,6 +10,7 @@ across the turn), and what came back: the value, or the check failure or error t
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,20 +118,20 @@ async def run_turn(
     # The calls this agent run continues: pydantic-ai calls each approved one again, once, first. A tool call
     # id alone does not say so: some model servers give every tool call the same id.
     going_on = set(deferred.approvals) if deferred is not None else set()
-    agent_run_id: str | None = None
+    agent_run_id = str(uuid.uuid4())  # chosen here, so the recorder knows the agent run's span when it starts
+    RECORDER.expect(agent_run_id)
     try:
-        async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
-            agent_run_id = outcome.agent_run_id = run.run_id
+        async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred,
+                              run_id=agent_run_id) as run:
+            outcome.agent_run_id = run.run_id
             outcome.agent_run_ids.append(run.run_id)
-            span = trace.get_current_span()  # the agent run's span, when traced
-            RECORDER.adopt(span, run.run_id)
-            if span.get_span_context().is_valid:
-                outcome.trace_id = format(span.get_span_context().trace_id, '032x')
+            context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
+            if context.is_valid:
+                outcome.trace_id = format(context.trace_id, '032x')
             await _iterate(run, view, outcome, going_on)
             result = run.result
-    finally:
-        if agent_run_id is not None:  # its span has ended: what was recorded of it is complete
-            outcome.spans[agent_run_id] = RECORDER.drain(agent_run_id)
+    finally:  # the agent run's span has ended: what was recorded of it is complete
+        outcome.spans[agent_run_id] = RECORDER.drain(agent_run_id)
     assert result is not None
     outcome.output = result.output
     outcome.messages = result.all_messages()

@@ -333,6 +333,12 @@ def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., St
     assert messages is not None and messages.messages_json.count('what makes a good test?') >= 1
     run = s.get(f'/api/runs/{turn["runs"][0]["run_id"]}')
     assert run['turn']['prompt'] == 'what makes a good test?' and run['turn']['conversation_id'] == 'conversation-one'
+    # Its span tree has the orchestrator at its root: its two model requests, the script's run below its tool call.
+    [root] = run['spans']
+    assert root['name'] == 'invoke_agent orchestrator', root['name']
+    children = [child['name'] for child in root['children']]
+    assert children[0].startswith('chat ') and children[-1].startswith('chat ') and len(children) == 3, children
+    assert root['children'][1]['children'][0]['name'] == f'run_workflow {turn["runs"][0]["run_id"]}'
     assert s.get('/api/runs')['runs'][-1]['title'] == 'what makes a good test?'  # named by its turn's prompt
 
 
