@@ -987,7 +987,8 @@ def evals(
     for row in rows:
         s = row['summary'] or {}
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(row['created']))
-        cases = (f'{s["cases"]}' + (f' ({s["failures"]} failed)' if s.get('failures') else '')) if s else '–'
+        failed = s.get('failed', s.get('failures')) if s else None  # `failed`: errors and failed assertions
+        cases = (f'{s["cases"]}' + (f' ({failed} failed)' if failed else '')) if s else '–'
         rate = f'{s["assertions"]:.0%}' if s.get('assertions') is not None else '–'
         calls = f'{s["calls"]} ({s["live_calls"]} / {s["reused_calls"]})' if s else '–'
         tokens = f'{s["input_tokens"] + s["output_tokens"]:,}' if s else '–'

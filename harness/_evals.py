@@ -232,6 +232,11 @@ class EvalResult:
             totals.add(case.stats.totals)
         return totals
 
+    @property
+    def failed_assertions(self) -> list[str]:
+        """The cases that ran but not every assertion of which held (a case that raised is in `report.failures`)."""
+        return [case.name for case in self.report.cases if not all(a.value for a in case.assertions.values())]
+
     def changes(self) -> CaseChanges:
         """Which cases got better or worse than in the baseline (empty without one)."""
         return compare(self.report, self.baseline) if self.baseline is not None else CaseChanges()
@@ -245,8 +250,7 @@ class EvalResult:
     def summary(self) -> list[str]:
         """The eval in a few lines: its id, how many cases failed (an error, or an assertion that did not hold)
         and why, its calls (live and reused), and against the baseline what changed."""
-        errors = len(self.report.failures)
-        asserted = sum(1 for case in self.report.cases if not all(a.value for a in case.assertions.values()))
+        errors, asserted = len(self.report.failures), len(self.failed_assertions)
         why = [part for n, part in ((errors, f'{errors} with an error'),
                                     (asserted, f'{asserted} failed an assertion')) if n]
         failed = f'{errors + asserted} failed' + (f' ({", ".join(why)})' if why else '')
@@ -496,7 +500,8 @@ async def evaluate(
                         baseline_id=compared['eval_id'] if compared else None, reused_from=evaluation.reuse_from)
     totals = result.totals
     store.finish_eval(eval_id, status='completed', report_json=EvaluationReportAdapter.dump_json(report).decode(),
-                      summary={'cases': len(cases), 'failures': len(report.failures), 'calls': result.calls,
+                      summary={'cases': len(cases), 'failures': len(report.failures),
+                               'failed': len(report.failures) + len(result.failed_assertions), 'calls': result.calls,
                                'live_calls': result.live_calls, 'reused_calls': result.reused_calls,
                                'assertions': _assertions(report), **totals.as_json()})
     return result

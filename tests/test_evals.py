@@ -400,6 +400,8 @@ def test_a_failed_assertion_says_which_and_why(cli, tmp_path):
     assert calls is not None and int(calls[1]) > 1, out
     assert 'inventory: ✗ mentions_expected: missing: nothing like this' in out, out
     assert '✗ MaxRetries' not in out  # it held: not listed
+    listed = ok(cli(['evals', '--store', store], cwd=REPO, columns=200))
+    assert re.search(r'\btight\s.*\s1 \(1 failed\)\s', listed), listed
 
 
 def test_the_example_dataset_loads_with_its_schema():
