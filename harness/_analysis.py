@@ -104,29 +104,66 @@ class Analysis:
         return '\n'.join(lines)
 
     def path(self, taken: Sequence[tuple[str, int | None]]) -> set[tuple[str, str]]:
-        """The edges a run took: each call is reached from the latest earlier call (or the start) that
-        has an edge to it; the last call leads to the end."""
+        """The edges a run took, from its calls `(callee, line)` in call order.
+
+        A call is reached from every node that may have run just before it: a source of one of its edges
+        that the run has visited and that no later call has followed in sequence (a follower with an edge
+        to this call). So the calls of a gather all start from what ran before it, and the call after a
+        gather is reached from each of its calls. Failing that (a loop's edge back), from the latest
+        visited source. The end is reached the same way. Calls of one callee on one line (a gather's
+        `f(x), f(y)`) are matched to those sites in turn, in the order the script makes them.
+        """
         if not taken:
             return set()
-        by_site = {(site.callee, site.line): f'n{i}' for i, site in enumerate(self.nodes)}
-        incoming: dict[str, set[str]] = {}
-        for src, dst, _kind in self.edges:
-            incoming.setdefault(dst, set()).add(src)
-        visited: list[str] = []
-        edges: set[tuple[str, str]] = set()
+        sites: dict[tuple[str, int], list[str]] = {}
+        for i, site in enumerate(self.nodes):
+            sites.setdefault((site.callee, site.line), []).append(f'n{i}')
+        walk = _Walk(self.edges)
+        turns: dict[tuple[str, int], int] = {}
         for callee, line in taken:
-            node = by_site.get((callee, line)) if line is not None else None
-            if node is None:
+            if line is None or (callee, line) not in sites:
                 continue
-            sources = incoming.get(node, set())
-            source = next((earlier for earlier in reversed(visited) if earlier in sources), 'start')
-            if source in sources:
-                edges.add((source, node))
-            visited.append(node)
-        last = visited[-1] if visited else 'start'
-        if last in incoming.get('end', set()):
-            edges.add((last, 'end'))
-        return edges
+            candidates = sites[(callee, line)]
+            turn = turns.get((callee, line), 0)
+            turns[(callee, line)] = turn + 1
+            walk.reach(candidates[turn % len(candidates)])
+        walk.reach('end')
+        return walk.taken
+
+
+@dataclass
+class _Visit:
+    node: str
+    order: int
+    followers: set[str] = field(default_factory=set)
+    """Nodes the run went on to from this visit."""
+
+
+class _Walk:
+    """The path a run takes over the flow graph (`Analysis.path`): the latest visit of each node, and
+    which nodes each visit led to. Only the latest visit of a node matters: a later one supersedes it."""
+
+    def __init__(self, edges: Iterable[tuple[str, str, str]]) -> None:
+        self.edges = {(src, dst) for src, dst, _kind in edges}
+        self.incoming: dict[str, set[str]] = {}
+        for src, dst in self.edges:
+            self.incoming.setdefault(dst, set()).add(src)
+        self.latest: dict[str, _Visit] = {'start': _Visit('start', 0)}
+        self.taken: set[tuple[str, str]] = set()
+        self.order = 0
+
+    def reach(self, node: str) -> None:
+        visits = [self.latest[src] for src in self.incoming.get(node, ()) if src in self.latest]
+        # A follower with an edge to `node` ran between that visit and `node`; one without (its sibling
+        # in a gather) ran beside it, so the visit may still lead here.
+        before = [v for v in visits if not any((f, node) in self.edges for f in v.followers)]
+        if not before and visits:
+            before = [max(visits, key=lambda v: v.order)]
+        for visit in before:
+            self.taken.add((visit.node, node))
+            visit.followers.add(node)
+        self.order += 1
+        self.latest[node] = _Visit(node, self.order)
 
 
 def _id(node: str) -> str:

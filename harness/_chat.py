@@ -22,7 +22,7 @@ from ._live import LiveCalls, call_text, cut
 from ._records import new_run_id
 from ._store import Conversation, RunRow, RunStore, StoreError, Turn
 from ._turn import TurnOutcome, TurnView, run_turn
-from ._views import footer_lines
+from ._views import footer_lines, trace_spans
 
 PROMPT = 'you> '
 SLASH_HELP = {
@@ -109,6 +109,9 @@ class Session:
                 self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
                 error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
             ))
+            for agent_run_id, spans in outcome.spans.items():  # the orchestrator's own, beside its runs' spans
+                if spans:
+                    self.store.add_spans(agent_run_id, spans)
         except StoreError as exc:  # the answer is on screen; losing its record is worth a line, not the session
             self.console.print(f'[yellow]note:[/yellow] the turn was not stored: {escape(str(exc))}')
 
@@ -317,7 +320,7 @@ class Session:
         if run is None:
             self.console.print(f'[red]error:[/red] no run {escape(run_id)!r}')
             return
-        spans = self.store.spans(run.run_id)
+        spans = trace_spans(self.store, run)
         self.console.print(render_tree(spans) if spans else '[dim]no spans stored (tracing was off)[/dim]')
 
 

@@ -622,22 +622,21 @@ def trace(
 ) -> None:
     """The run's nested span tree in the terminal (no Logfire account needed)."""
     from ._trace_view import render_tree
+    from ._views import trace_spans
 
     with open_store(store) as db:
         run = find_run(db, run_id)
-        spans = db.spans(run.run_id)
+        spans = trace_spans(db, run)
         calls = db.calls(run.run_id)
     if mermaid:
-        from ._analysis import analyze
+        from ._studio_views import graph_json
 
         h, _ = build_or_exit(store, agents, root)
         h.close()
-        names = set(h.callees) | {c.callee for c in calls}
-        try:
-            analysis = analyze(run.script, names)
-        except SyntaxError:
-            raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.') from None
-        print(analysis.mermaid(taken=[(c.callee, c.line) for c in calls]))
+        graph = graph_json(run, h.callees, calls)
+        if graph['error']:
+            raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.')
+        print(graph['mermaid'])
         return
     if as_json:
         print(json.dumps(spans, indent=2, default=str))
@@ -1043,7 +1042,8 @@ def evals(
     for row in rows:
         s = row['summary'] or {}
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(row['created']))
-        cases = (f'{s["cases"]}' + (f' ({s["failures"]} failed)' if s.get('failures') else '')) if s else '–'
+        failed = s.get('failed', s.get('failures')) if s else None  # `failed`: errors and failed assertions
+        cases = (f'{s["cases"]}' + (f' ({failed} failed)' if failed else '')) if s else '–'
         rate = f'{s["assertions"]:.0%}' if s.get('assertions') is not None else '–'
         calls = f'{s["calls"]} ({s["live_calls"]} / {s["reused_calls"]})' if s else '–'
         tokens = f'{s["input_tokens"] + s["output_tokens"]:,}' if s else '–'

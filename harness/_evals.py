@@ -70,8 +70,16 @@ def load_dataset(path: str | Path) -> Dataset[Any, Any, Any]:
     path = Path(path)
     if not path.is_file():
         raise EvalError(f'no dataset file {path}: pass a pydantic-evals dataset (.yaml, .yml or .json).')
+    import yaml  # pydantic-evals reads YAML with PyYAML
+
     try:
         return Dataset[Any, Any, Any].from_file(path, custom_evaluator_types=HARNESS_EVALUATORS)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, 'problem_mark', None)
+        where = f' (line {mark.line + 1}, column {mark.column + 1})' if mark is not None else ''
+        problem = getattr(exc, 'problem', None) or 'it does not parse'
+        raise EvalError(f'{path} is not valid YAML{where}: {problem}; put a value holding [ ] {{ }} : or # in '
+                        'quotes.') from None
     except ExceptionGroup as group:  # evaluators it names that are not registered, or bad arguments
         first = group.exceptions[0]
         raise EvalError(f'{path}: {" ".join(str(first).split())}') from None
@@ -224,6 +232,11 @@ class EvalResult:
             totals.add(case.stats.totals)
         return totals
 
+    @property
+    def failed_assertions(self) -> list[str]:
+        """The cases that ran but not every assertion of which held (a case that raised is in `report.failures`)."""
+        return [case.name for case in self.report.cases if not all(a.value for a in case.assertions.values())]
+
     def changes(self) -> CaseChanges:
         """Which cases got better or worse than in the baseline (empty without one)."""
         return compare(self.report, self.baseline) if self.baseline is not None else CaseChanges()
@@ -235,14 +248,19 @@ class EvalResult:
         return table + '\n'.join(self.summary()) + '\n'
 
     def summary(self) -> list[str]:
-        """The eval in a few lines: its id, its calls (live and reused), and against the baseline what changed."""
-        failed = len(self.report.failures)
+        """The eval in a few lines: its id, how many cases failed (an error, or an assertion that did not hold)
+        and why, its calls (live and reused), and against the baseline what changed."""
+        errors, asserted = len(self.report.failures), len(self.failed_assertions)
+        why = [part for n, part in ((errors, f'{errors} with an error'),
+                                    (asserted, f'{asserted} failed an assertion')) if n]
+        failed = f'{errors + asserted} failed' + (f' ({", ".join(why)})' if why else '')
         averages = self.report.averages()
         rate = f' · assertions {averages.assertions:.0%}' if averages and averages.assertions is not None else ''
-        lines = [f'eval {self.eval_id} · {len(self.cases)} case(s), {failed} failed{rate} · {self.calls} call(s): '
+        lines = [f'eval {self.eval_id} · {len(self.cases)} case(s), {failed}{rate} · {self.calls} call(s): '
                  f'{self.live_calls} live, {self.reused_calls} reused'
                  + (f' from eval {self.reused_from}' if self.reused_from else '')
                  + f' · {self.totals.text()}']
+        lines.extend(self.verdicts())
         if self.baseline is not None:
             found = self.changes()
             parts = [f'{label}: {", ".join(names)}' for label, names in (
@@ -254,6 +272,18 @@ class EvalResult:
             tokens = f'tokens {before.input_tokens + before.output_tokens:,} → {now.input_tokens + now.output_tokens:,}'
             cost = f'cost {format_cost(before.cost)} → {format_cost(now.cost)}'
             lines.append(f'against eval {self.baseline_id}: ' + ' · '.join([*parts, tokens, cost]))
+        return lines
+
+    def verdicts(self) -> list[str]:
+        """Per case, each assertion that did not hold, named with the evaluator's reason, and each evaluator that
+        could not run, with its error (the report's table shows a cross and no more)."""
+        lines = []
+        for case in self.report.cases:
+            for name, result in case.assertions.items():
+                if not result.value:
+                    lines.append(f'  {case.name}: ✗ {name}' + (f': {result.reason}' if result.reason else ''))
+            lines.extend(f'  {case.name}: ✗ {failure.name} could not run: {" ".join(failure.error_message.split())}'
+                         for failure in case.evaluator_failures)
         return lines
 
 
@@ -470,7 +500,8 @@ async def evaluate(
                         baseline_id=compared['eval_id'] if compared else None, reused_from=evaluation.reuse_from)
     totals = result.totals
     store.finish_eval(eval_id, status='completed', report_json=EvaluationReportAdapter.dump_json(report).decode(),
-                      summary={'cases': len(cases), 'failures': len(report.failures), 'calls': result.calls,
+                      summary={'cases': len(cases), 'failures': len(report.failures),
+                               'failed': len(report.failures) + len(result.failed_assertions), 'calls': result.calls,
                                'live_calls': result.live_calls, 'reused_calls': result.reused_calls,
                                'assertions': _assertions(report), **totals.as_json()})
     return result

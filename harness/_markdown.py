@@ -1,5 +1,9 @@
-"""Markdown for answers in the terminal, as pydantic-ai's `clai` renders them: headings left-aligned with
-their `#`s, code blocks without a background (copy-pasteable) and labelled with their language.
+"""Markdown for answers in the terminal, much as pydantic-ai's `clai` renders them: headings left-aligned,
+code blocks without a background (copy-pasteable) and labelled with their language.
+
+Unlike `clai`, a heading is shown as a heading, not as its source: no `#`s in front of it (a person reads
+the answer; the conversation in the store keeps the Markdown). The first level is bold and underlined, the
+others bold; none is centred or boxed as rich's own headings are.
 
 A subclass with its own element table, so rich's global `Markdown` is left as other code expects it.
 """
@@ -25,7 +29,11 @@ class _CodeBlock(CodeBlock):
 
 class _Heading(Heading):
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(f'{"#" * int(self.tag[1:])} {self.text.plain}', style=Style(bold=True))
+        # The heading's own text (inline code, emphasis), styled as a heading, left-aligned.
+        text = self.text.copy()
+        text.justify = 'left'
+        text.stylize(Style(bold=True, underline=self.tag == 'h1'))
+        yield text
 
 
 class Answer(Markdown):

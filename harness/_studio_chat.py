@@ -32,6 +32,7 @@ from ._live import RESULT_CHARS, call_text, cut, literal
 from ._records import CallEvent
 from ._store import Conversation, RunStore, StoreError, Turn
 from ._studio_views import pending_of, run_summary
+from ._tracing import RECORDER
 from ._usage import Totals, of_responses
 
 TOOL = 'run_workflow'
@@ -100,6 +101,7 @@ class Chat:
         agent_run_id = str(uuid.uuid4())  # chosen here, so the turn's runs are found even if it fails
         turn.agent_run_id = turn.agent_run_id or agent_run_id
         turn.agent_run_ids.append(agent_run_id)
+        RECORDER.expect(agent_run_id)  # the orchestrator's own spans, stored when the stream ends (`merged`)
         events: asyncio.Queue[BaseChunk | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
@@ -158,6 +160,7 @@ class Chat:
         is marked busy here, where the turn starts (a response whose client left before its body began never
         runs this, so never leaves it marked)."""
         if turn.conversation_id in self.busy:
+            RECORDER.drain(turn.agent_run_ids[-1])  # this request's agent run never starts
             yield ErrorChunk(error_text=f'conversation {turn.conversation_id} has a turn running; wait for it to end.')
             return
         self.busy.add(turn.conversation_id)
@@ -189,7 +192,15 @@ class Chat:
                 turn.status = 'cancelled'
                 with contextlib.suppress(Exception):
                     self.record(turn)
+            self.keep_spans(turn.agent_run_ids[-1])
             self.busy.discard(turn.conversation_id)
+
+    def keep_spans(self, agent_run_id: str) -> None:
+        """Store the spans of this request's agent run (it has ended), as `harness chat` does, for the span tree."""
+        spans = RECORDER.drain(agent_run_id)
+        if spans:
+            with contextlib.suppress(StoreError):  # the turn is stored; its orchestrator spans are a nicety
+                self.store.add_spans(agent_run_id, spans)
 
     def record(self, turn: StudioTurn) -> DataChunk:
         """Store the turn and the conversation (its messages only when the turn produced them); the `data-turn`

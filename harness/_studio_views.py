@@ -15,7 +15,7 @@ from ._live import RESULT_CHARS, call_text, cut, literal
 from ._records import CallRecord, SpanDict
 from ._store import Decision, RunRow, RunStore, Turn
 from ._trace_view import Node, build_tree, duration_of, span_label
-from ._views import call_json, exceptions_by_seq
+from ._views import call_json, exceptions_by_seq, trace_spans
 
 API_VERSION = 1
 RUN_STATUSES = ('running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting')
@@ -109,11 +109,16 @@ def span_json(node: Node) -> dict[str, Any]:
     }
 
 
-def graph_json(script: str, callees: Iterable[str], calls: Sequence[CallRecord]) -> dict[str, Any]:
-    """The script's possible calls as nodes and edges (the page lays them out), the path the run took,
-    and the same graph as Mermaid text (`harness trace RUN --mermaid`)."""
+def graph_json(run: RunRow, callees: Iterable[str], calls: Sequence[CallRecord]) -> dict[str, Any]:
+    """The run's script's possible calls as nodes and edges (the page lays them out), the path the run took,
+    and the same graph as Mermaid text (`harness trace RUN --mermaid` prints it).
+
+    A call is a node only if its name is a callee: those of the catalog the run ran on (its stored manifest),
+    of `callees` (today's, for a run stored without one) and those it called. A branch not taken made no call,
+    so only the run's own catalog names its callees when today's lacks them (`--agents` not given)."""
+    ran_on = (run.catalog or {}).get('callees') or {}
     try:
-        analysis = analyze(script, set(callees) | {c.callee for c in calls})
+        analysis = analyze(run.script, set(callees) | set(ran_on) | {c.callee for c in calls})
     except SyntaxError as exc:
         return {'nodes': [], 'edges': [], 'mermaid': '', 'dynamic': [],
                 'error': f'the script does not parse (line {exc.lineno}): nothing to draw'}
@@ -143,7 +148,7 @@ def turn_json(turn: Turn | None) -> dict[str, Any] | None:
 def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any]:
     """`GET /api/runs/{id}`: everything the run page shows."""
     calls = db.calls(run.run_id)
-    spans: list[SpanDict] = db.spans(run.run_id)
+    spans: list[SpanDict] = trace_spans(db, run)  # the tree `harness trace` draws
     decided = db.decisions(run.run_id)
     exceptions = exceptions_by_seq(spans)
     siblings = (db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id)
@@ -167,7 +172,7 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
                    'decision': decision_json(decided[c.seq]) if c.seq in decided else None} for c in calls],
         'pending': pending,
         'spans': [span_json(root) for root in build_tree(spans)],
-        'graph': graph_json(run.script, callees, calls),
+        'graph': graph_json(run, callees, calls),
         'turn': turn_json(turn),
         'siblings': [run_summary(r, short, usage) for r in sorted(siblings, key=lambda r: r.created)
                      if r.run_id != run.run_id],

@@ -37,8 +37,10 @@ A later `logfire.configure` call by the user replaces the provider and so drops 
 step 4, cannot take over the global provider): configure logfire before the harness's first run.
 
 Invariants: a span belongs to a run if it carries `harness.run_id` when it starts (or ends), or if
-its parent span in the same trace belonged to that run when the child started. Attributes kept by
-the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
+its parent span in the same trace belonged to that run when the child started. An orchestrator's agent
+run is recorded the same way under its pydantic-ai run id when `ask`/`chat` or the studio expect it
+(`RunSpanRecorder.expect`): its model requests and tool executions, not the workflow runs below them.
+Attributes kept by the recorder are the `harness.*` ones and a few `gen_ai.*` ones, each value at most
 `RunSpanRecorder.value_limit` characters.
 """
 
@@ -107,6 +109,8 @@ class RunSpanRecorder(SpanProcessor):
         self._open: dict[tuple[int, int], str] = {}
         """(trace_id, span_id) of each started, not yet ended span of a run -> its run id."""
         self._runs: OrderedDict[str, list[SpanDict]] = OrderedDict()
+        self._expected: set[str] = set()
+        """Agent run ids `expect` was told about, until `drain` takes their spans."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         ctx = span.get_span_context()
@@ -114,6 +118,9 @@ class RunSpanRecorder(SpanProcessor):
         with self._lock:
             if run_id is None and span.parent is not None and span.parent.trace_id == ctx.trace_id:
                 run_id = self._open.get((span.parent.trace_id, span.parent.span_id))
+            if run_id is None and self._expected:
+                agent_run = (span.attributes or {}).get('gen_ai.agent.call.id')
+                run_id = agent_run if isinstance(agent_run, str) and agent_run in self._expected else None
             if run_id is not None:
                 self._open[(ctx.trace_id, ctx.span_id)] = run_id
 
@@ -138,6 +145,13 @@ class RunSpanRecorder(SpanProcessor):
             else:
                 spans.append(record)
 
+    def expect(self, agent_run_id: str) -> None:
+        """Record the agent run pydantic-ai will run with this run id (its span carries `gen_ai.agent.call.id`)
+        and the spans below it under `agent_run_id`, as if it carried `harness.run_id`: an orchestrator, whose
+        model requests belong to no workflow run (a run's own spans below it keep their run's). `drain` ends it."""
+        with self._lock:
+            self._expected.add(agent_run_id)
+
     def drain(self, run_id: str) -> list[SpanDict]:
         """Take (and forget) the finished spans recorded for `run_id`, ordered by start time.
 
@@ -147,6 +161,7 @@ class RunSpanRecorder(SpanProcessor):
         with self._lock:
             spans = self._runs.pop(run_id, [])
             self.dropped.pop(run_id, None)
+            self._expected.discard(run_id)
         return sorted(spans, key=lambda s: (s['start'], s['end']))
 
     def shutdown(self) -> None:

@@ -10,6 +10,7 @@ across the turn), and what came back: the value, or the check failure or error t
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from rich.text import Text
 
 from ._live import LiveCalls
 from ._markdown import Answer
+from ._records import SpanDict
+from ._tracing import RECORDER
 from ._usage import Totals, of_responses
 
 TOOL = 'run_workflow'
@@ -54,8 +57,12 @@ class TurnOutcome:
     """The orchestrator's own requests (sub-agents' tokens are on their workflow runs)."""
     attempts: int = 0
     scripts: list[str] = field(default_factory=list)
+    spans: dict[str, list[SpanDict]] = field(default_factory=dict)
+    """Per agent run id, the orchestrator's own spans (its agent run, model requests and tool executions; each
+    workflow run keeps its own), recorded offline: the caller stores them under that id for `harness trace`."""
     tool_calls: dict[str, int] = field(default_factory=dict)
-    """`run_workflow` tool call id -> its attempt number (a call continued after approvals keeps its number)."""
+    """`run_workflow` tool call id -> the attempt number of its latest call (a call continued after approvals
+    keeps its number; a model server that reuses ids makes new attempts under one id)."""
 
 
 class TurnView:
@@ -108,40 +115,56 @@ async def run_turn(
     `DeferredToolResults`), the turn goes on after a person decided on the calls it waited for."""
     outcome = outcome if outcome is not None else TurnOutcome()
     console = view.console
-    async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred) as run:
-        outcome.agent_run_id = run.run_id
-        outcome.agent_run_ids.append(run.run_id)
-        context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
-        if context.is_valid:
-            outcome.trace_id = format(context.trace_id, '032x')
-        async for node in run:
-            if Agent.is_model_request_node(node):
-                await _stream_response(node, run, view)
-            elif Agent.is_call_tools_node(node):
-                async with node.stream(run.ctx) as events:
-                    async for event in events:
-                        if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
-                            call_id = event.part.tool_call_id
-                            if call_id in outcome.tool_calls:  # approved: the same script goes on
-                                view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
-                                continue
-                            outcome.attempts += 1
-                            outcome.tool_calls[call_id] = outcome.attempts
-                            code = str(event.part.args_as_dict().get('code', ''))
-                            outcome.scripts.append(code)
-                            view.script(code, outcome.attempts)
-                        elif isinstance(event, FunctionToolResultEvent) and event.part.tool_name == TOOL:
-                            retried = getattr(event.part, 'outcome', None) == 'retried'
-                            attempt = outcome.tool_calls.get(event.part.tool_call_id, outcome.attempts)
-                            view.returned(event.part.content, attempt, retried=retried)
-        result = run.result
+    # The calls this agent run continues: pydantic-ai calls each approved one again, once, first. A tool call
+    # id alone does not say so: some model servers give every tool call the same id.
+    going_on = set(deferred.approvals) if deferred is not None else set()
+    agent_run_id = str(uuid.uuid4())  # chosen here, so the recorder knows the agent run's span when it starts
+    RECORDER.expect(agent_run_id)
+    try:
+        async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred,
+                              run_id=agent_run_id) as run:
+            outcome.agent_run_id = run.run_id
+            outcome.agent_run_ids.append(run.run_id)
+            context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
+            if context.is_valid:
+                outcome.trace_id = format(context.trace_id, '032x')
+            await _iterate(run, view, outcome, going_on)
+            result = run.result
+    finally:  # the agent run's span has ended: what was recorded of it is complete
+        outcome.spans[agent_run_id] = RECORDER.drain(agent_run_id)
     assert result is not None
     outcome.output = result.output
     outcome.messages = result.all_messages()
-    outcome.new_messages += result.new_messages()
-    outcome.usage.add(of_responses(outcome.new_messages))
+    new = result.new_messages()
+    outcome.new_messages += new
+    outcome.usage.add(of_responses(new))  # this agent run's requests only: a turn that went on has two runs
     console.print()
     return outcome
+
+
+async def _iterate(run: Any, view: TurnView, outcome: TurnOutcome, going_on: set[str]) -> None:
+    """Stream every node of the agent run: the model's responses, the scripts and what they returned."""
+    async for node in run:
+        if Agent.is_model_request_node(node):
+            await _stream_response(node, run, view)
+        elif Agent.is_call_tools_node(node):
+            async with node.stream(run.ctx) as events:
+                async for event in events:
+                    if isinstance(event, FunctionToolCallEvent) and event.part.tool_name == TOOL:
+                        call_id = event.part.tool_call_id
+                        if call_id in going_on and call_id in outcome.tool_calls:  # approved: the script goes on
+                            going_on.discard(call_id)
+                            view.console.print(f'[dim]attempt {outcome.tool_calls[call_id]} goes on[/dim]')
+                            continue
+                        outcome.attempts += 1
+                        outcome.tool_calls[call_id] = outcome.attempts
+                        code = str(event.part.args_as_dict().get('code', ''))
+                        outcome.scripts.append(code)
+                        view.script(code, outcome.attempts)
+                    elif isinstance(event, FunctionToolResultEvent) and event.part.tool_name == TOOL:
+                        retried = getattr(event.part, 'outcome', None) == 'retried'
+                        attempt = outcome.tool_calls.get(event.part.tool_call_id, outcome.attempts)
+                        view.returned(event.part.content, attempt, retried=retried)
 
 
 async def _stream_response(node: Any, run: Any, view: TurnView) -> None:

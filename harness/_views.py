@@ -133,6 +133,16 @@ def exceptions_by_seq(spans: Iterable[SpanDict]) -> dict[int, list[dict[str, str
     return found
 
 
+def trace_spans(db: RunStore, run: RunRow) -> list[SpanDict]:
+    """What `harness trace RUN` draws: the run's stored spans and, when `ask`/`chat` stored them, those of the
+    orchestrator's agent run that wrote its script (its model requests with their tokens, the tool executions),
+    so the tree has the orchestrator at its root as an OpenTelemetry backend shows it. None without the run's."""
+    own = db.spans(run.run_id)
+    if not own or not run.orchestrator_run_id:
+        return own
+    return [*db.spans(run.orchestrator_run_id), *own]
+
+
 def call_json(call: CallRecord, exceptions: list[dict[str, str]] | None = None) -> dict[str, Any]:
     return {
         'seq': call.seq, 'callee': call.callee, 'arguments': call.arguments, 'line': call.line,
@@ -186,28 +196,25 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
         console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
     console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
     exceptions = exceptions_by_seq(spans)
-    if calls:
+    if calls and full:  # each call whole, as `--call K` shows it: a table column would fold a long value
+        for call in calls:
+            print_call(console, run, call, exceptions.get(call.seq, []))
+    elif calls:
         table = Table(box=None, header_style='bold')
         for column in ('#', 'callee', 'line', 'status', 'time', 'source', 'call -> result'):
             table.add_column(column, overflow='fold')
         for call in calls:
-            limit = 1 << 60 if full else PREVIEW
-            outcome = literal(call.result, limit) if call.status == 'ok' else (call.error or '')
-            text = f'{call_text(call.callee, call.arguments, limit)} -> {outcome}'
+            outcome = literal(call.result, PREVIEW) if call.status == 'ok' else (call.error or '')
+            text = f'{call_text(call.callee, call.arguments, PREVIEW)} -> {outcome}'
             table.add_row(str(call.seq), call.callee, str(call.line or ''), call.status,
                           f'{call.duration:.2f}s' if call.duration is not None else '',
                           call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
-                          escape(text if full else cut(text, 160)))
+                          escape(cut(text, 160)))
             for exc in exceptions.get(call.seq, []):
                 table.add_row('', '', '', '', '', '', Text(f'raised {exc["type"]}: {exc["message"]}', style='red'))
         console.print(table)
-        if exceptions and not full:
+        if exceptions:
             console.print('[dim]stack traces: harness show RUN --call K (or --full)[/dim]')
-        elif exceptions:
-            for seq, found in sorted(exceptions.items()):
-                for exc in found:
-                    console.print(f'[red]#{seq} raised {escape(exc["type"])}:[/red]')
-                    console.print(Text(exc.get('stacktrace', '').rstrip(), style='dim'))
     else:
         console.print('[dim]no calls[/dim]')
     if usage:
@@ -230,7 +237,11 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
 def show_call(console: Console, run: RunRow, call: CallRecord, spans: Sequence[SpanDict]) -> None:
     """`harness show RUN --call K`: one call whole: arguments, result or error, its real exception with
     the stack trace, timing, and where its result came from."""
-    exceptions = exceptions_by_seq(spans).get(call.seq, [])
+    print_call(console, run, call, exceptions_by_seq(spans).get(call.seq, []))
+
+
+def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequence[dict[str, str]]) -> None:
+    """One call whole (`show --call K`, and each call of `show --full`), with the exceptions its span recorded."""
     console.print(f'[bold]#{call.seq} {escape(call.callee)}[/bold]  {status_text(call.status)}'
                   f'  [dim]run {run.run_id}, line {call.line or "?"}, {call.source}'
                   + (f', attempt {call.attempt}' if call.attempt > 1 else '')

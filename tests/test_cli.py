@@ -702,6 +702,32 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     one_line_error(cli(['chat', 'ffffffff', '--continue'], cwd=tmp_path, env=env), "no conversation 'ffffffff'")
 
 
+def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer's headings are headings on the terminal, as bold (and the first level underlined) lines, not
+    the Markdown source: no `#` is left in front of them."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    answer = '# Findings\n\nThe suite is **green**.\n\n## Next steps\n\n- merge\n\n### Later\n\nrelease\n'
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(answer)])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, input='report\n/exit\n',
+                 columns=100))
+    lines = [line.strip() for line in out.splitlines()]
+    assert 'Findings' in lines and 'Next steps' in lines and 'Later' in lines, out
+    assert not [line for line in lines if line.startswith('#')], out
+    assert 'The suite is green.' in out and '**' not in out
+
+
 # -- the model: one line when it cannot be used --------------------------------------------------------
 
 
@@ -770,6 +796,40 @@ def test_show_call_full_and_replay_positions(cli: Cli, work: Path, env: dict[str
     # replay --from K with no snapshot at K lists the K that would work.
     error = one_line_error(cli(['replay', run_id, '--from', '0'], cwd=work, env=env), 'replay --from K')
     assert re.search(r'K is one of \d+(, \d+)*', error), error
+
+
+BIG_MODULE = '''\
+from harness import Harness
+
+big = Harness(store=":memory:")
+
+
+@big.tool
+async def long_text(*, n: int) -> str:
+    return "a" * n + "END"
+
+
+@big.tool
+async def many(*, n: int) -> list[int]:
+    return list(range(n))
+'''
+
+
+def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
+    """`show --full` prints a 5,000-character result as one string (not folded into a table column) and a
+    list of 30 items with all of them; without it, both are previews."""
+    (tmp_path / 'bigmod.py').write_text(BIG_MODULE)
+    (tmp_path / 'flow.py').write_text('text = await long_text(n=5000)\nnumbers = await many(n=30)\nlen(text)\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    run_id = json.loads(ok(cli(['exec', 'flow.py', '--json', '--agents', 'bigmod:big'], cwd=tmp_path, env=env)))[
+        'run_id']
+    whole = ok(cli(['show', run_id, '--full'], cwd=tmp_path, env=env))
+    assert '"' + 'a' * 5000 + 'END"' in whole
+    assert ''.join(whole.split()).count('[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,'
+                                        '28,29]') == 1
+    assert 'more' not in whole and '…' not in whole
+    short = ''.join(ok(cli(['show', run_id], cwd=tmp_path, env=env)).split())
+    assert 'a' * 5000 not in short and '(5,003chars)' in short and '…10more]' in short
 
 
 def test_the_store_is_the_projects_from_any_subdirectory(cli: Cli, tmp_path: Path) -> None:
@@ -851,7 +911,7 @@ def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Termi
         started.set()
         shown = term.expect(r'• first point', 60)  # rendered Markdown: a bullet, bold without its stars
         assert 'script · attempt 1' in shown and 'files = await list_files(pattern="*.md")' in shown
-        assert '→ #1 list_files' in shown and '# Findings' in shown
+        assert '→ #1 list_files' in shown and 'Findings' in shown and '# Findings' not in shown  # a heading
         assert 'second point' not in shown and '**' not in shown
         first_seen.set()
         rest = term.expect(r'trace: harness trace [0-9a-f]{7,}', 60)
@@ -937,6 +997,36 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
     assert run_line and run_line['calls'] == '50', out  # the refused calls are not calls of the run
 
 
+def test_every_script_shows_when_the_model_server_reuses_one_tool_call_id(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some OpenAI-compatible servers (and `tests/fake_openai.py`) give every tool call the same id: the second
+    script is still a new attempt, shown and labelled, not the first one going on."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo
+
+    import harness._cli
+    from harness._models import ModelChoice
+
+    scripts = ['raise ValueError("boom")\n', 'files = await list_files(pattern="*.md")\nfiles\n']
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = sum(1 for m in messages for p in m.parts if p.part_kind in ('tool-return', 'retry-prompt'))
+        if returned < len(scripts):
+            call = ToolCallPart('run_workflow', {'code': scripts[returned]}, tool_call_id='call_1')
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart('done')])
+
+    monkeypatch.setattr(
+        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'notes.md').write_text('# notes\n')
+    out = ok(cli(['ask', 'try twice'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=120))
+    assert 'goes on' not in out, out
+    assert out.index('script · attempt 1') < out.index('✗ attempt 1 failed') < out.index('script · attempt 2')
+    assert 'files = await list_files(pattern="*.md")' in out and '✓ attempt 2 returned' in out
+
+
 APPROVAL_MODULE = '''\
 from pathlib import Path
 
@@ -965,18 +1055,28 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
                                                      decision: str) -> None:
     """`ask` stops at a call that needs approval, asks the person, records the decision and goes on; with no
     one to answer, the run stays waiting for `harness approve`."""
-    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import AgentInfo
 
     import harness._cli
     from harness._models import ModelChoice
+    from harness._store import RunStore
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
         returned = [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
         if returned:
             return ModelResponse(parts=[TextPart(f'result: {returned[-1].content}')])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT})])
+        # One id for every tool call, as some model servers do: going on after the decision is still attempt 1.
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT}, tool_call_id='call_1')])
 
     monkeypatch.setattr(
         harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
@@ -987,7 +1087,20 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     out = ok(cli(['ask', 'email ada', '--agents', 'gate:gated'], cwd=tmp_path, env=env, input=answers, columns=120))
     assert re.search(r"waits for approval of #1 send_email\(to='ada@example.com', body='hi'\)", out), out
     assert 'approve? [y/N]' in out and 'script · attempt 2' not in out  # going on is not a new attempt
+    assert ('attempt 1 goes on' in out) == (decision != 'no answer'), out
     [run] = json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))
+    # The orchestrator's own requests, each counted once: the one that wrote the script, and (when the run
+    # went on after the decision) the one that answered; as the stored conversation holds them.
+    requests = 1 if decision == 'no answer' else 2
+    with RunStore(tmp_path / 'runs.db') as db:
+        conversation = db.get_conversation(None)
+        [turn] = db.turns(conversation.conversation_id)
+    assert turn.usage['requests'] == requests, turn.usage
+    if decision != 'no answer':  # a waiting turn adds no messages to the conversation yet
+        served = [m for m in ModelMessagesTypeAdapter.validate_json(conversation.messages_json)
+                  if isinstance(m, ModelResponse)]
+        assert turn.usage['input_tokens'] == sum(m.usage.input_tokens for m in served) and len(served) == requests
+    assert f'orchestrator {requests} request(s), {turn.usage["input_tokens"]:,} in' in out, out
     if decision == 'approve':
         assert (tmp_path / 'sent.txt').read_text() == 'ada@example.com: hi'
         assert 'result: sent to ada@example.com' in out and run['status'] == 'completed'

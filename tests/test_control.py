@@ -514,6 +514,24 @@ def test_mermaid_draws_the_possible_calls_and_the_path_taken(corpus_harness: Har
     assert 'class n0,n1 taken;' in chart
 
 
+def test_mermaid_draws_a_gathers_calls_and_the_edges_out_of_it_as_taken(corpus_harness: Harness) -> None:
+    script = ('import asyncio\nx = await fetch(key="first")\n'
+              'a, b = await asyncio.gather(ping(i=1), ping(i=2))\nawait fetch(key="after")')
+    result = corpus_harness.run_sync(script)
+    assert [(c.callee, c.line) for c in result.calls] == [('fetch', 2), ('ping', 3), ('ping', 3), ('fetch', 4)]
+    chart = corpus_harness.analyze(script).mermaid(taken=[(c.callee, c.line) for c in result.calls])
+    for edge in ('start ==> n0', 'n0 ==> n1', 'n0 ==> n2', 'n1 ==> n3', 'n2 ==> n3', 'n3 ==> end_'):
+        assert edge in chart, (edge, chart)
+    assert 'class n0,n1,n2,n3 taken;' in chart  # both calls of ping on line 3
+    ends = corpus_harness.analyze('import asyncio\nawait asyncio.gather(ping(i=1), fetch(key="k"))')
+    assert ends.path([('ping', 2), ('fetch', 2)]) == {('start', 'n0'), ('start', 'n1'), ('n0', 'end'), ('n1', 'end')}
+
+
+def test_mermaid_path_of_a_loop_follows_each_turn(corpus_harness: Harness) -> None:
+    a = corpus_harness.analyze('for i in range(3):\n    await ping(i=i)\nawait fetch(key="k")')
+    assert a.path([('ping', 2)] * 3 + [('fetch', 3)]) == {('start', 'n0'), ('n0', 'n0'), ('n0', 'n1'), ('n1', 'end')}
+
+
 # -- the command line ------------------------------------------------------------------------------
 
 DESK_MODULE = '''
@@ -581,3 +599,21 @@ def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
     chart = runner.invoke(app, ['trace', run_id, '--mermaid', '--agents', 'deskmod:h'])
     assert chart.exit_code == 0, chart.output
     assert 'start ==> n0' in chart.output and 'n0 ==> n1' in chart.output and 'n1 ==> end_' in chart.output
+
+
+def test_cli_trace_mermaid_draws_an_untaken_branch_from_the_runs_own_catalog(cli_project: Path) -> None:
+    """The branch not taken made no call, so only the catalog the run ran on names its callee: `trace` needs
+    no `--agents` to draw it."""
+    from harness._cli import app
+
+    script = ('e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    done = "no refund"\n'
+              'else:\n    done = await issue_refund(ticket_id="T", cents=1)\ndone\n')
+    (cli_project / 'branch.py').write_text(script)
+    runner = CliRunner()
+    ran = runner.invoke(app, ['exec', 'branch.py', '--json', '--agents', 'deskmod:h'])
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.output.strip().splitlines()[-1])['run_id']
+    chart = runner.invoke(app, ['trace', run_id, '--mermaid'])
+    assert chart.exit_code == 0, chart.output
+    assert 'n1["issue_refund<br/>line 5"]' in chart.output and 'n0 --> n1' in chart.output
+    assert 'start ==> n0' in chart.output and 'n0 ==> end_' in chart.output

@@ -369,6 +369,9 @@ def test_eval_mistakes_are_one_line_errors(cli, tmp_path):
     one_line_error(cli(['eval', 'missing.yaml', '--store', store], cwd=tmp_path), 'no dataset file missing.yaml')
     (tmp_path / 'bad.yaml').write_text('name: bad\ncases:\n  - name: a\n    inputs: x\n    evaluators: [NoSuchCheck]\n')
     one_line_error(cli(['eval', 'bad.yaml', '--store', store], cwd=tmp_path), 'bad.yaml', 'NoSuchCheck')
+    (tmp_path / 'broken.yaml').write_text('name: b\ncases:\n  - name: a\n    expected_output: [a:1 [x] B, c]\n')
+    one_line_error(cli(['eval', 'broken.yaml', '--store', store], cwd=tmp_path), 'broken.yaml is not valid YAML',
+                   'line 4')
     (tmp_path / 'junk.yaml').write_text('cases: 3\n')
     one_line_error(cli(['eval', 'junk.yaml', '--store', store], cwd=tmp_path), 'junk.yaml is not a pydantic-evals')
     (tmp_path / 'ok.yaml').write_text('name: ok\ncases:\n  - name: a\n    inputs: {question: x}\n')
@@ -378,6 +381,27 @@ def test_eval_mistakes_are_one_line_errors(cli, tmp_path):
     result = cli(['eval', 'ok.yaml', '--store', store], cwd=tmp_path, columns=200)
     assert result.exit_code == 1 and not result.traceback, result.describe()
     assert "inputs must be the prompt" in result.stdout and '1 case(s), 1 failed' in result.stdout
+
+
+def test_a_failed_assertion_says_which_and_why(cli, tmp_path):
+    """A case whose assertions do not all hold is a failed case, and the output names each assertion that failed
+    with the evaluator's reason (the report's table shows only a cross)."""
+    store = str(tmp_path / 'runs.db')
+    (tmp_path / 'tight.yaml').write_text(
+        'name: tight\ncases:\n  - name: inventory\n'
+        '    inputs: review the code in examples/sample_project/inventory.py\n'
+        '    expected_output: [inventory.py:25, nothing like this]\n'
+        '    evaluators: [MentionsExpected, {MaxCalls: 1}, MaxRetries]\n')
+    result = cli(['eval', str(tmp_path / 'tight.yaml'), '--store', store], cwd=REPO, columns=200)
+    assert result.exit_code == 1 and not result.traceback, result.describe()
+    out = result.stdout
+    assert '1 case(s), 1 failed (1 failed an assertion)' in out and '0 failed' not in out, out
+    calls = re.search(r'inventory: ✗ MaxCalls: (\d+) call\(s\), at most 1', out)
+    assert calls is not None and int(calls[1]) > 1, out
+    assert 'inventory: ✗ mentions_expected: missing: nothing like this' in out, out
+    assert '✗ MaxRetries' not in out  # it held: not listed
+    listed = ok(cli(['evals', '--store', store], cwd=REPO, columns=200))
+    assert re.search(r'\btight\s.*\s1 \(1 failed\)\s', listed), listed
 
 
 def test_the_example_dataset_loads_with_its_schema():

@@ -183,6 +183,26 @@ def test_runs_and_one_run(studio: Callable[..., Studio], runs: Callable[..., Any
     assert s.get('/api/pending')['pending'] == [{'run_id': waiting.run_id, **held['pending'][0]}]
 
 
+def test_the_graph_draws_a_gather_and_a_branch_not_taken(studio: Callable[..., Studio], tmp_path: Path) -> None:
+    """Both calls of one callee on a gather's line are taken, so are both edges out of the gather; the branch
+    not taken calls a callee only the run's own catalog names (the studio runs without it)."""
+    with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+        @h.tool
+        async def escalate(*, n: int) -> int:
+            return n
+
+        run = h.run_sync('import asyncio\na, b = await asyncio.gather(lookup(key="a"), lookup(key="bc"))\n'
+                         'if a["count"] < b["count"]:\n    done = await slow_step(n=1)\n'
+                         'else:\n    done = await escalate(n=2)\ndone\n')
+    graph = studio().get(f'/api/runs/{run.run_id}')['graph']
+    assert [(n['callee'], n['line'], n['taken']) for n in graph['nodes']] == [
+        ('lookup', 2, True), ('lookup', 2, True), ('slow_step', 4, True), ('escalate', 6, False)]
+    taken = {(e['from'], e['to']) for e in graph['edges'] if e['taken']}
+    assert taken == {('start', 'n0'), ('start', 'n1'), ('n0', 'n2'), ('n1', 'n2'), ('n2', 'end')}
+    assert {(e['from'], e['to']) for e in graph['edges'] if not e['taken']} == {('n0', 'n3'), ('n1', 'n3'),
+                                                                                ('n3', 'end')}
+
+
 def test_requests_the_api_refuses(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
     done = runs('await lookup(key="a")\n')
     s = studio()
@@ -313,6 +333,12 @@ def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., St
     assert messages is not None and messages.messages_json.count('what makes a good test?') >= 1
     run = s.get(f'/api/runs/{turn["runs"][0]["run_id"]}')
     assert run['turn']['prompt'] == 'what makes a good test?' and run['turn']['conversation_id'] == 'conversation-one'
+    # Its span tree has the orchestrator at its root: its two model requests, the script's run below its tool call.
+    [root] = run['spans']
+    assert root['name'] == 'invoke_agent orchestrator', root['name']
+    children = [child['name'] for child in root['children']]
+    assert children[0].startswith('chat ') and children[-1].startswith('chat ') and len(children) == 3, children
+    assert root['children'][1]['children'][0]['name'] == f'run_workflow {turn["runs"][0]["run_id"]}'
     assert s.get('/api/runs')['runs'][-1]['title'] == 'what makes a good test?'  # named by its turn's prompt
 
 
