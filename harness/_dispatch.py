@@ -6,6 +6,11 @@ in between. That makes budgets exact and sequence numbers deterministic, which t
 replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts them;
 `settle` journals results before the loop hands them to the sandbox. Deciding how a call is
 answered from the journal is `History`'s job; running it is this module's.
+
+A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
+sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
+its end, in call order, before the script sees the refusal (other answers decided without running
+are delivered at once; see `ScriptLoop.deliver`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
+from ._budget import BudgetSpent
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
@@ -112,6 +118,10 @@ class Dispatcher:
         """The Temporal engine: live calls are journaled `running` and left to activities, not started here."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
+        self.withheld: dict[asyncio.Future[Outcome], Outcome] = {}
+        """Budget refusals not delivered yet, in call order: released once nothing is `live`."""
+        self.unfinished = 0
+        """Started calls whose task has not ended (a count, so `live` costs nothing per result)."""
         self.recorded = recorded_calls() if history is None else None
         """An eval case's baseline answers (`reuse_calls`), set around the case's orchestrator run."""
         self.t0 = time.perf_counter()
@@ -150,6 +160,8 @@ class Dispatcher:
             self.finish_answered(record)
             future.set_result(answer)
             return future, record.seq
+        if self.history is not None and self.history.unrecorded(record.seq) and not self.reserve(callee, future):
+            return future, None  # the recorded run was refused here too, so its journal has no such call
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
@@ -161,13 +173,8 @@ class Dispatcher:
                 self.hold(record, future)
                 return future, record.seq
             answer = self.decided(record, decision)
-        if record.source != 'reused' and record.seq not in self.charged:
-            try:
-                self.budget.reserve(callee.name, callee.kind)
-            except Exception as exc:
-                self.count_refusal()
-                future.set_result({'exception': exc})
-                return future, None
+        if record.source != 'reused' and record.seq not in self.charged and not self.reserve(callee, future):
+            return future, None
         self.add_record(record)
         if answer is not None:
             self.answered.append(record)
@@ -180,6 +187,39 @@ class Dispatcher:
             self.staged.append(Staged(callee, arguments, record, future))
             self.futures[record.seq] = future
         return future, record.seq
+
+    def reserve(self, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
+        """Count the call against the budget; or answer `future` with the budget's refusal (withheld while
+        earlier calls are `live`) and return False."""
+        try:
+            self.budget.reserve(callee.name, callee.kind)
+        except BudgetSpent as exc:
+            self.count_refusal()
+            if self.live():
+                self.withheld[future] = {'exception': exc}
+            else:
+                future.set_result({'exception': exc})
+            return False
+        return True
+
+    def live(self) -> bool:
+        """Whether an admitted call may still finish: staged, running here, or (`defer`) in an activity's hands."""
+        if self.staged or self.unfinished:
+            return True
+        return any(self.calls[seq - 1].status == 'running' and not f.done() for seq, f in self.held.items())
+
+    def release(self) -> None:
+        """Deliver the withheld budget refusals once no call they wait behind can still finish."""
+        if not self.withheld or self.live():
+            return
+        withheld, self.withheld = self.withheld, {}
+        for future, outcome in withheld.items():
+            if not future.done():
+                future.set_result(outcome)
+
+    def ended(self, _task: asyncio.Task[Outcome]) -> None:
+        self.unfinished -= 1
+        self.release()
 
     def add_record(self, record: CallRecord) -> None:
         if record.seq <= len(self.calls):
@@ -327,6 +367,8 @@ class Dispatcher:
                 continue
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
             task.add_done_callback(lambda t, f=item.future: transfer(t, f))
+            task.add_done_callback(self.ended)  # after `transfer`: a refusal never overtakes the result
+            self.unfinished += 1
             self.running[item.record.seq] = (task, item.callee)
         return len(staged) + len(answered_now)
 
@@ -355,7 +397,9 @@ class Dispatcher:
         """The script ended (or failed) with calls it did not wait for: none may outlive it, and how
         each ended is journaled. Calls not started yet are `skipped` and give their budget back;
         running ones are cancelled, except a blocking host tool, which cannot be and is awaited.
-        `pausing`: the run stops to wait (`RunWaiting`) and keeps the held calls it waits on."""
+        `pausing`: the run stops to wait (`RunWaiting`) and keeps the held calls it waits on. A withheld
+        budget refusal is dropped: a restored interpreter makes that call again and is refused again."""
+        self.withheld = {}
         skipped, self.staged = self.staged, []
         for item in skipped:
             self.skip(item.record, item.callee)
@@ -405,6 +449,7 @@ class Dispatcher:
             future.set_result({'exception': error})
         self.emit('failed', record)
         self.journal.add([record])  # written before the sandbox sees the exception (the loop writes first)
+        self.release()
 
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'

@@ -134,6 +134,23 @@ def test_uncaught_budget_error_is_budget_exceeded_with_completed_calls(make_harn
     assert [c.result for c in info.value.completed] == [0, 10, 20]
 
 
+def test_a_gather_past_the_budget_runs_the_budget_in_call_order_then_fails(make_harness):
+    h = make_harness(max_agent_calls=5)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded) as info:
+        h.run_sync('import asyncio\nawait asyncio.gather(*[work(i=i) for i in range(10)])')
+    assert stats['calls'] == 5
+    assert '(5/5 sub-agent calls' in info.value.message
+    assert [(c.seq, c.result) for c in info.value.completed] == [(1, 0), (2, 10), (3, 20), (4, 30), (5, 40)]
+    with pytest.raises(BudgetExceeded) as replayed:  # the replay ends the same way, running nothing
+        h.replay_sync(info.value.run_id)
+    assert stats['calls'] == 5
+    assert '(5/5 sub-agent calls' in replayed.value.message
+    assert [(c.seq, c.result, c.source) for c in replayed.value.completed] == [
+        (seq, 10 * (seq - 1), 'replayed') for seq in range(1, 6)
+    ]
+
+
 def test_call_caps_are_exact_per_callee(make_harness):
     h = make_harness(call_caps={'work': 2})
     stats = counting_agent(h)
