@@ -16,7 +16,6 @@ are delivered at once; see `ScriptLoop.deliver`).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Mapping
@@ -43,6 +42,7 @@ from ._records import (
     EventHandler,
     EventKind,
     Outcome,
+    call_key,
     describe,
     preview,
 )
@@ -546,7 +546,7 @@ def charged(record: CallRecord) -> bool:
 
 
 def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
-    return callee + json.dumps(arguments, sort_keys=True, separators=(',', ':'))
+    return call_key(callee, arguments)
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:

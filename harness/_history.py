@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._errors import NeedsDecision, ReplayDivergence
-from ._records import CallRecord, CallSource, Outcome, describe
+from ._records import CallRecord, CallSource, Outcome, call_key, describe
 
 HistoryMode = Literal['replay', 'resume', 'fork']
 
@@ -35,6 +35,8 @@ class History:
     fork_at: int | None = None
     deferred: bool = False
     """Calls journaled `running` are running elsewhere (Temporal activities), not lost in a crash."""
+    questions: dict[str, CallRecord] | None = field(default=None, init=False, repr=False)
+    """The journal by callee and arguments, built when a host value is asked out of order (`asked`)."""
 
     @property
     def source(self) -> CallSource:
@@ -111,8 +113,12 @@ class History:
         return self.deferred and row is not None and row.status == 'running'
 
     def host_value(self, record: CallRecord) -> tuple[bool, Any]:
-        """A granted host value (the clock, entropy) as journaled: `(True, encoded)`, or `(False, None)`
-        when the run should produce a fresh one."""
+        """A granted host value (the clock, entropy, a join's decision) as journaled: `(True, encoded)`,
+        or `(False, None)` when the run should produce a fresh one.
+
+        A question asked at another position than in the recorded run is answered as it was then: the
+        join helpers see members that finished together in whatever order the results arrive (all at
+        once in a replay), and `join:won` for a race's member is its journaled rank wherever it comes."""
         row = self.calls.get(record.seq)
         if row is not None and (self.fork_at is None or record.seq < self.fork_at):
             if row.callee != record.callee:
@@ -120,10 +126,21 @@ class History:
                     f'call #{record.seq} diverges from the journal: the script now asks the host for '
                     f'{record.callee}, the recorded run called {describe(row.callee, row.arguments)}.'
                 )
+            if row.arguments != record.arguments:
+                row = self.asked(record) or row
             return True, row.result
         if self.mode == 'replay':
             raise ReplayDivergence(f'call #{record.seq} ({record.callee}) is not in the journal.')
         return False, None
+
+    def asked(self, record: CallRecord) -> CallRecord | None:
+        """The journal's first answer to the same question (callee and arguments), if there is one."""
+        if self.questions is None:
+            self.questions = {}
+            for row in self.calls.values():
+                self.questions.setdefault(call_key(row.callee, row.arguments), row)
+        row = self.questions.get(call_key(record.callee, record.arguments))
+        return row if row is not None and (self.fork_at is None or row.seq < self.fork_at) else None
 
 
 def answered(
