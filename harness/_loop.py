@@ -39,10 +39,13 @@ class ScriptLoop:
     snapshot is resumed by admitting its ledger's calls again first (`admit`).
     """
 
-    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None) -> None:
+    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None,
+                 renamed: list[Any] | None = None) -> None:
         self.source = source.encode()
         self.dispatcher = dispatcher
         self.os_handler = os_handler
+        self.renamed = [] if renamed is None else renamed
+        """The final value's dict keys that became strings (`plain`), for the result to say so."""
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         self.pending: dict[int, PendingCall] = {}
         # Call ids whose result is ready, filled by done-callbacks: a delivery costs what is ready,
@@ -57,7 +60,7 @@ class ScriptLoop:
                 snap = await self.step(snap)
             await self.dispatcher.wind_down()
             try:
-                return plain(snap.output)
+                return plain(snap.output, self.renamed)
             except NotPlainData as exc:
                 raise WorkflowRuntimeError(
                     f"The script's final value holds {exc.type_name}, which is not plain data: end the script "

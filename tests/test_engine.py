@@ -279,6 +279,51 @@ def test_outputs_that_cannot_become_plain_data_are_refused_without_repr(make_har
     assert 'abc123' not in repr(result)
 
 
+def test_dict_keys_json_can_hold_become_its_strings_and_the_result_says_so(make_harness):
+    h = make_harness()
+    stats = counting_agent(h)
+    seen: list[Any] = []
+
+    @h.tool
+    def keep(*, item: Any) -> Any:
+        seen.append(item)
+        return {7: 'seven', 8: item}
+
+    code = (
+        'import asyncio\n'
+        'rs = await asyncio.gather(work(i=1), work(i=2))\n'
+        'kept = await keep(item={1: "a", None: "b"})\n'
+        '{"by_index": {i: r for i, r in enumerate(rs)}, "mixed": {2.5: 1, False: 2, None: 3}, "kept": kept}'
+    )
+    result = h.run_sync(code)
+    assert stats['calls'] == 2
+    assert seen == [{'1': 'a', 'null': 'b'}]  # an argument crosses by the same rule
+    assert result.value == {
+        'by_index': {'0': 10, '1': 20}, 'mixed': {'2.5': 1, 'false': 2, 'null': 3},
+        'kept': {'7': 'seven', '8': {'1': 'a', 'null': 'b'}},
+    }
+    note = result.note or ''
+    assert 'Dict keys in the final value that were not str became strings, as in JSON: ' in note
+    for shown in ("0 -> '0'", "1 -> '1'", "2.5 -> '2.5'", "False -> 'false'", "None -> 'null'"):
+        assert shown in note
+    assert h.run_sync('{"a": 1}').note is None
+
+
+def test_dict_keys_that_would_collide_as_json_strings_are_refused_by_name(make_harness):
+    h = make_harness()
+
+    @h.tool
+    def clash() -> Any:
+        return {1: 'int', '1': 'str'}
+
+    with pytest.raises(WorkflowRuntimeError, match=r"holds a dict whose keys 1 and '1' are the same in JSON"):
+        h.run_sync('{1: "int", "1": "str"}')
+    with pytest.raises(WorkflowRuntimeError, match='holds a dict with tuple keys'):
+        h.run_sync('{(1, 2): "pair"}')
+    with pytest.raises(WorkflowRuntimeError, match="clash returned a dict whose keys 1 and '1' are the same in JSON"):
+        h.run_sync('await clash()')
+
+
 def test_print_capture_inputs_and_events(make_harness):
     h = make_harness()
     stats = counting_agent(h)
