@@ -160,8 +160,11 @@ class Dispatcher:
             self.finish_answered(record)
             future.set_result(answer)
             return future, record.seq
-        if self.history is not None and self.history.unrecorded(record.seq) and not self.reserve(callee, future):
-            return future, None  # the recorded run was refused here too, so its journal has no such call
+        # A replay charges the budget before it asks the journal: a call the budget refused has no record
+        # there, and would be taken for the journal's next call. (The budget counts the same calls as then.)
+        replaying = self.history is not None and self.history.mode == 'replay'
+        if replaying and not self.charge(record, callee, future):
+            return future, None
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
@@ -173,7 +176,7 @@ class Dispatcher:
                 self.hold(record, future)
                 return future, record.seq
             answer = self.decided(record, decision)
-        if record.source != 'reused' and record.seq not in self.charged and not self.reserve(callee, future):
+        if not replaying and not self.charge(record, callee, future):
             return future, None
         self.add_record(record)
         if answer is not None:
@@ -187,6 +190,10 @@ class Dispatcher:
             self.staged.append(Staged(callee, arguments, record, future))
             self.futures[record.seq] = future
         return future, record.seq
+
+    def charge(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
+        """Whether the call may go on: reused or already counted (`preload`), or within the budget."""
+        return record.source == 'reused' or record.seq in self.charged or self.reserve(callee, future)
 
     def reserve(self, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Count the call against the budget; or answer `future` with the budget's refusal (withheld while

@@ -102,11 +102,6 @@ class History:
         record.attempt = row.attempt + 1
         return None
 
-    def unrecorded(self, seq: int) -> bool:
-        """Whether a replay reaches call `seq` and its journal holds no such call: the recorded run made
-        no such call, or a budget refused it (a budget refusal is not journaled)."""
-        return self.mode == 'replay' and seq not in self.calls
-
     def in_flight(self, seq: int) -> bool:
         """Whether call `seq` was handed to an activity that has not journaled its result (`deferred`)."""
         row = self.calls.get(seq)

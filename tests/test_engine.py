@@ -151,6 +151,22 @@ def test_a_gather_past_the_budget_runs_the_budget_in_call_order_then_fails(make_
     ]
 
 
+def test_a_run_that_went_past_its_budget_replays_to_the_same_value(make_harness):
+    h = make_harness(max_agent_calls=2)
+    stats = counting_agent(h)
+
+    @h.tool
+    async def tally(*, n: int) -> int:
+        return n
+
+    code = 'rs = await settle_all(*[work(i=i) for i in range(4)])\nawait tally(n=[r["ok"] for r in rs].count(True))'
+    result = h.run_sync(code)
+    assert (result.value, stats['calls']) == (2, 2)
+    assert [c.callee for c in result.calls] == ['work', 'work', 'tally']  # the refused calls have no record
+    replayed = h.replay_sync(result.run_id)  # refused again, not taken for the journal's next call
+    assert (replayed.value, stats['calls'], replayed.budget_exhausted) == (2, 2, True)
+
+
 def test_call_caps_are_exact_per_callee(make_harness):
     h = make_harness(call_caps={'work': 2})
     stats = counting_agent(h)
