@@ -31,7 +31,7 @@ from ._budget import BudgetSpent
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
-from ._history import History, answered
+from ._history import History, answered, charged
 from ._journal import Journal, Snapshot
 from ._recorded import current as recorded_calls
 from ._records import (
@@ -161,9 +161,9 @@ class Dispatcher:
             future.set_result(answer)
             return future, record.seq
         # A replay charges the budget before it asks the journal: a call the budget refused has no record
-        # there, and would be taken for the journal's next call. (The budget counts the same calls as then.)
+        # there, and would be taken for the journal's next call. (It charges what the recorded run did.)
         replaying = self.history is not None and self.history.mode == 'replay'
-        if replaying and not self.charge(record, callee, future):
+        if replaying and self.history.spent(record) and not self.charge(record, callee, future):
             return future, None
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
@@ -542,14 +542,6 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
         future.set_exception(exc)
     else:
         future.set_result(task.result())
-
-
-def charged(record: CallRecord) -> bool:
-    """Whether a journaled call spent budget: it was not reused, refused or skipped, and a call a join
-    dropped before it started (no duration) gave its budget back."""
-    if record.status in ('lost', 'timed_out') and record.duration is None:
-        return False
-    return record.source != 'reused' and record.status not in ('refused', 'skipped')
 
 
 def reuse_key(callee: str, arguments: dict[str, Any]) -> str:

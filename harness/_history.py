@@ -102,6 +102,14 @@ class History:
         record.attempt = row.attempt + 1
         return None
 
+    def spent(self, record: CallRecord) -> bool:
+        """Whether the recorded run spent budget on this call: the journal's call at its position, unless
+        that one cost nothing (`charged`); or a call the journal has no record of (a budget refused it)."""
+        row = self.calls.get(record.seq)
+        if row is None or row.callee != record.callee or row.arguments != record.arguments:
+            return True
+        return charged(row)
+
     def in_flight(self, seq: int) -> bool:
         """Whether call `seq` was handed to an activity that has not journaled its result (`deferred`)."""
         row = self.calls.get(seq)
@@ -136,6 +144,14 @@ class History:
                 self.questions.setdefault(call_key(row.callee, row.arguments), row)
         row = self.questions.get(call_key(record.callee, record.arguments))
         return row if row is not None and (self.fork_at is None or row.seq < self.fork_at) else None
+
+
+def charged(record: CallRecord) -> bool:
+    """Whether a journaled call spent budget: it was not reused, refused or skipped, and a call a join
+    dropped before it started (no duration) gave its budget back."""
+    if record.status in ('lost', 'timed_out') and record.duration is None:
+        return False
+    return record.source != 'reused' and record.status not in ('refused', 'skipped')
 
 
 def answered(

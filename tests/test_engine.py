@@ -167,6 +167,19 @@ def test_a_run_that_went_past_its_budget_replays_to_the_same_value(make_harness)
     assert (replayed.value, stats['calls'], replayed.budget_exhausted) == (2, 2, True)
 
 
+def test_a_later_script_of_an_orchestrator_run_replays_with_the_budget_it_had(make_harness):
+    h = make_harness(max_agent_calls=3)
+    stats = counting_agent(h)
+    scope = h.new_scope(orchestrator_run_id='orch-1')
+    assert h.run_sync('[await work(i=1), await work(i=2)]', scope=scope).value == [10, 20]
+    # work(i=1) is reused (no budget), work(i=3) spends the last of it, work(i=4) and work(i=5) are refused
+    code = '[r["ok"] for r in await settle_all(work(i=1), work(i=3), work(i=4), work(i=5))]'
+    result = h.run_sync(code, scope=scope)
+    assert (result.value, stats['calls']) == ([True, True, False, False], 3)
+    replayed = h.replay_sync(result.run_id)
+    assert (replayed.value, stats['calls'], replayed.budget_exhausted) == ([True, True, False, False], 3, True)
+
+
 def test_call_caps_are_exact_per_callee(make_harness):
     h = make_harness(call_caps={'work': 2})
     stats = counting_agent(h)
