@@ -196,15 +196,16 @@ class Dispatcher:
         return record.source == 'reused' or record.seq in self.charged or self.reserve(callee, future)
 
     def reserve(self, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
-        """Count the call against the budget; or answer `future` with the budget's refusal (withheld while
-        earlier calls are `live`) and return False."""
+        """Count the call against the budget; or answer `future` with the budget's refusal and return False.
+        The refusal is withheld while earlier calls are `live` (and is then part of one fan-out, so it does
+        not count towards `MAX_REFUSALS`, the guard against a script retrying refused calls)."""
         try:
             self.budget.reserve(callee.name, callee.kind)
         except BudgetSpent as exc:
-            self.count_refusal()
-            if self.live():
+            if self.live():  # one fan-out past the budget, not a script retrying: not counted as a retry
                 self.withheld[future] = {'exception': exc}
             else:
+                self.count_refusal()
                 future.set_result({'exception': exc})
             return False
         return True

@@ -151,6 +151,17 @@ def test_a_gather_past_the_budget_runs_the_budget_in_call_order_then_fails(make_
     ]
 
 
+def test_a_fan_out_far_past_the_budget_is_not_taken_for_a_retry_loop(make_harness):
+    h = make_harness(max_agent_calls=20)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded) as info:  # 130 refusals, more than a script may retry (100)
+        h.run_sync('import asyncio\nawait asyncio.gather(*[work(i=i) for i in range(150)])')
+    assert stats['calls'] == 20 and len(info.value.completed) == 20
+    assert '(20/20 sub-agent calls' in info.value.message
+    with pytest.raises(WorkflowRuntimeError, match='stopped after 100 refused calls'):  # a loop still is one
+        h.run_sync('for i in range(150):\n    try:\n        await work(i=i)\n    except RuntimeError:\n        pass')
+
+
 def test_a_run_that_went_past_its_budget_replays_to_the_same_value(make_harness):
     h = make_harness(max_agent_calls=2)
     stats = counting_agent(h)
