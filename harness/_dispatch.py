@@ -6,12 +6,16 @@ in between. That makes budgets exact and sequence numbers deterministic, which t
 replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts them;
 `settle` journals results before the loop hands them to the sandbox. Deciding how a call is
 answered from the journal is `History`'s job; running it is this module's.
+
+A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
+sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
+its end, in call order, before the script sees the refusal (other answers decided without running
+are delivered at once; see `ScriptLoop.deliver`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Mapping
@@ -27,7 +31,7 @@ from ._budget import BudgetSpent
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
 from ._errors import ReplayDivergence, WorkflowRuntimeError
-from ._history import History, answered
+from ._history import History, answered, charged
 from ._journal import Journal, Snapshot
 from ._recorded import current as recorded_calls
 from ._records import (
@@ -38,6 +42,7 @@ from ._records import (
     EventHandler,
     EventKind,
     Outcome,
+    call_key,
     describe,
     preview,
 )
@@ -115,6 +120,10 @@ class Dispatcher:
         """The Temporal engine: live calls are journaled `running` and left to activities, not started here."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
+        self.withheld: dict[asyncio.Future[Outcome], Outcome] = {}
+        """Budget refusals not delivered yet, in call order: released once nothing is `live`."""
+        self.unfinished = 0
+        """Started calls whose task has not ended (a count, so `live` costs nothing per result)."""
         self.recorded = recorded_calls() if history is None else None
         """An eval case's baseline answers (`reuse_calls`), set around the case's orchestrator run."""
         self.t0 = time.perf_counter()
@@ -153,6 +162,11 @@ class Dispatcher:
             self.finish_answered(record)
             future.set_result(answer)
             return future, record.seq
+        # A replay charges the budget before it asks the journal: a call the budget refused has no record
+        # there, and would be taken for the journal's next call. (It charges what the recorded run did.)
+        replaying = self.history is not None and self.history.mode == 'replay'
+        if replaying and self.history.spent(record) and not self.charge(record, callee, future):
+            return future, None
         answer = self.history.answer(record) if self.history is not None else None
         if answer is None and self.reuse:
             answer = self.from_earlier_script(record)
@@ -164,14 +178,8 @@ class Dispatcher:
                 self.hold(record, future)
                 return future, record.seq
             answer = self.decided(record, decision)
-        if record.source != 'reused' and record.seq not in self.charged:
-            try:
-                self.budget.reserve(callee.name, callee.kind)
-            except BudgetSpent as exc:
-                self.show_refusal(record, exc)
-                self.count_refusal(exc.budget)
-                future.set_result({'exception': exc})
-                return future, None
+        if not replaying and not self.charge(record, callee, future):
+            return future, None
         self.add_record(record)
         if answer is not None:
             self.answered.append(record)
@@ -184,6 +192,45 @@ class Dispatcher:
             self.staged.append(Staged(callee, arguments, record, future))
             self.futures[record.seq] = future
         return future, record.seq
+
+    def charge(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
+        """Whether the call may go on: reused or already counted (`preload`), or within the budget."""
+        return record.source == 'reused' or record.seq in self.charged or self.reserve(record, callee, future)
+
+    def reserve(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
+        """Count the call against the budget; or answer `future` with the budget's refusal and return False.
+        The refusal is withheld while earlier calls are `live` (and is then part of one fan-out, so it does
+        not count towards `MAX_REFUSALS`, the guard against a script retrying refused calls)."""
+        try:
+            self.budget.reserve(callee.name, callee.kind)
+        except BudgetSpent as exc:
+            self.show_refusal(record, exc)
+            if self.live():  # one fan-out past the budget, not a script retrying: not counted as a retry
+                self.withheld[future] = {'exception': exc}
+            else:
+                self.count_refusal(exc.budget)
+                future.set_result({'exception': exc})
+            return False
+        return True
+
+    def live(self) -> bool:
+        """Whether an admitted call may still finish: staged, running here, or (`defer`) in an activity's hands."""
+        if self.staged or self.unfinished:
+            return True
+        return any(self.calls[seq - 1].status == 'running' and not f.done() for seq, f in self.held.items())
+
+    def release(self) -> None:
+        """Deliver the withheld budget refusals once no call they wait behind can still finish."""
+        if not self.withheld or self.live():
+            return
+        withheld, self.withheld = self.withheld, {}
+        for future, outcome in withheld.items():
+            if not future.done():
+                future.set_result(outcome)
+
+    def ended(self, _task: asyncio.Task[Outcome]) -> None:
+        self.unfinished -= 1
+        self.release()
 
     def add_record(self, record: CallRecord) -> None:
         if record.seq <= len(self.calls):
@@ -345,6 +392,8 @@ class Dispatcher:
                 continue
             task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
             task.add_done_callback(lambda t, f=item.future: transfer(t, f))
+            task.add_done_callback(self.ended)  # after `transfer`: a refusal never overtakes the result
+            self.unfinished += 1
             self.running[item.record.seq] = (task, item.callee)
         return len(staged) + len(answered_now)
 
@@ -373,7 +422,9 @@ class Dispatcher:
         """The script ended (or failed) with calls it did not wait for: none may outlive it, and how
         each ended is journaled. Calls not started yet are `skipped` and give their budget back;
         running ones are cancelled, except a blocking host tool, which cannot be and is awaited.
-        `pausing`: the run stops to wait (`RunWaiting`) and keeps the held calls it waits on."""
+        `pausing`: the run stops to wait (`RunWaiting`) and keeps the held calls it waits on. A withheld
+        budget refusal is dropped: a restored interpreter makes that call again and is refused again."""
+        self.withheld = {}
         skipped, self.staged = self.staged, []
         for item in skipped:
             self.skip(item.record, item.callee)
@@ -423,6 +474,7 @@ class Dispatcher:
             future.set_result({'exception': error})
         self.emit('failed', record)
         self.journal.add([record])  # written before the sandbox sees the exception (the loop writes first)
+        self.release()
 
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
@@ -511,16 +563,8 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
         future.set_result(task.result())
 
 
-def charged(record: CallRecord) -> bool:
-    """Whether a journaled call spent budget: it was not reused, refused or skipped, and a call a join
-    dropped before it started (no duration) gave its budget back."""
-    if record.status in ('lost', 'timed_out') and record.duration is None:
-        return False
-    return record.source != 'reused' and record.status not in ('refused', 'skipped')
-
-
 def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
-    return callee + json.dumps(arguments, sort_keys=True, separators=(',', ':'))
+    return call_key(callee, arguments)
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:

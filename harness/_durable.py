@@ -85,6 +85,9 @@ def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) ->
     calls = store.calls(run.run_id)
     history = History(mode='replay', calls={c.seq: c for c in calls})
     plan = Plan(mode='replay', run=run, run_id=run.run_id, history=history, calls=calls, journaled=False)
+    if run.orchestrator_run_id:  # the orchestrator run's budget, as the scripts before this one left it
+        earlier = store.runs_of_orchestrator(run.orchestrator_run_id)
+        plan.spent = [c for other in earlier[: earlier.index(run.run_id)] for c in store.calls(other)]
     if from_seq is not None:
         snapshot = store.snapshot_after(run.run_id, from_seq)
         if snapshot is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._errors import NeedsDecision, ReplayDivergence
-from ._records import CallRecord, CallSource, Outcome, describe
+from ._records import CallRecord, CallSource, Outcome, call_key, describe
 
 HistoryMode = Literal['replay', 'resume', 'fork']
 
@@ -35,6 +35,8 @@ class History:
     fork_at: int | None = None
     deferred: bool = False
     """Calls journaled `running` are running elsewhere (Temporal activities), not lost in a crash."""
+    questions: dict[str, CallRecord] | None = field(default=None, init=False, repr=False)
+    """The journal by callee and arguments, built when a host value is asked out of order (`asked`)."""
 
     @property
     def source(self) -> CallSource:
@@ -100,14 +102,26 @@ class History:
         record.attempt = row.attempt + 1
         return None
 
+    def spent(self, record: CallRecord) -> bool:
+        """Whether the recorded run spent budget on this call: the journal's call at its position, unless
+        that one cost nothing (`charged`); or a call the journal has no record of (a budget refused it)."""
+        row = self.calls.get(record.seq)
+        if row is None or row.callee != record.callee or row.arguments != record.arguments:
+            return True
+        return charged(row)
+
     def in_flight(self, seq: int) -> bool:
         """Whether call `seq` was handed to an activity that has not journaled its result (`deferred`)."""
         row = self.calls.get(seq)
         return self.deferred and row is not None and row.status == 'running'
 
     def host_value(self, record: CallRecord) -> tuple[bool, Any]:
-        """A granted host value (the clock, entropy) as journaled: `(True, encoded)`, or `(False, None)`
-        when the run should produce a fresh one."""
+        """A granted host value (the clock, entropy, a join's decision) as journaled: `(True, encoded)`,
+        or `(False, None)` when the run should produce a fresh one.
+
+        A question asked at another position than in the recorded run is answered as it was then: the
+        join helpers see members that finished together in whatever order the results arrive (all at
+        once in a replay), and `join:won` for a race's member is its journaled rank wherever it comes."""
         row = self.calls.get(record.seq)
         if row is not None and (self.fork_at is None or record.seq < self.fork_at):
             if row.callee != record.callee:
@@ -115,10 +129,29 @@ class History:
                     f'call #{record.seq} diverges from the journal: the script now asks the host for '
                     f'{record.callee}, the recorded run called {describe(row.callee, row.arguments)}.'
                 )
+            if row.arguments != record.arguments:
+                row = self.asked(record) or row
             return True, row.result
         if self.mode == 'replay':
             raise ReplayDivergence(f'call #{record.seq} ({record.callee}) is not in the journal.')
         return False, None
+
+    def asked(self, record: CallRecord) -> CallRecord | None:
+        """The journal's first answer to the same question (callee and arguments), if there is one."""
+        if self.questions is None:
+            self.questions = {}
+            for row in self.calls.values():
+                self.questions.setdefault(call_key(row.callee, row.arguments), row)
+        row = self.questions.get(call_key(record.callee, record.arguments))
+        return row if row is not None and (self.fork_at is None or row.seq < self.fork_at) else None
+
+
+def charged(record: CallRecord) -> bool:
+    """Whether a journaled call spent budget: it was not reused, refused or skipped, and a call a join
+    dropped before it started (no duration) gave its budget back."""
+    if record.status in ('lost', 'timed_out') and record.duration is None:
+        return False
+    return record.source != 'reused' and record.status not in ('refused', 'skipped')
 
 
 def answered(

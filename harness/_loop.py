@@ -39,10 +39,13 @@ class ScriptLoop:
     snapshot is resumed by admitting its ledger's calls again first (`admit`).
     """
 
-    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None) -> None:
+    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None,
+                 renamed: list[Any] | None = None) -> None:
         self.source = source.encode()
         self.dispatcher = dispatcher
         self.os_handler = os_handler
+        self.renamed = [] if renamed is None else renamed
+        """The final value's dict keys that became strings (`plain`), for the result to say so."""
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         self.pending: dict[int, PendingCall] = {}
         # Call ids whose result is ready, filled by done-callbacks: a delivery costs what is ready,
@@ -57,7 +60,7 @@ class ScriptLoop:
                 snap = await self.step(snap)
             await self.dispatcher.wind_down()
             try:
-                return plain(snap.output)
+                return plain(snap.output, self.renamed)
             except NotPlainData as exc:
                 raise WorkflowRuntimeError(
                     f"The script's final value holds {exc.type_name}, which is not plain data: end the script "
@@ -133,9 +136,10 @@ class ScriptLoop:
         """Journal what was just called, wait until a result the sandbox waits on is ready, deliver
         every such result at once (journaled first).
 
-        Answers decided without running (a refusal, the journal's) go in first, before any call of
-        the same pause starts: a script that fails on one then never starts the others, the same
-        way on every run, and they are skipped, not charged.
+        Answers decided without running (a rule's refusal, the journal's) go in first, before any
+        call of the same pause starts: a script that fails on one then never starts the others, the
+        same way on every run, and they are skipped, not charged. A budget's refusal is not among
+        them: the dispatcher withholds it until the calls admitted before it have finished.
         """
         pending = set(snap.pending_call_ids)
         if pending.isdisjoint(self.futures):
@@ -160,15 +164,30 @@ class ScriptLoop:
         return await self.hand_over(snap, done)
 
     def waiting_for_people(self, pending: set[int]) -> list[Pending]:
-        """The calls the sandbox waits on, when every one of them waits for a person's approval."""
+        """The calls the run stops for, when every call the sandbox waits on is held (for a person's
+        approval, or with `defer` for an activity): nothing in this process can answer them.
+
+        A withheld budget refusal waits behind the calls admitted before it; when those are held
+        elsewhere too, the run stops for them (they need not be among the calls awaited here)."""
+        dispatcher = self.dispatcher
         futures = [self.futures.get(cid) for cid in pending]
         if any(future is None or future.done() for future in futures):
             return []  # something to deliver first
-        calls = [self.pending[cid] for cid in pending]
-        if not all(call['seq'] in self.dispatcher.held for call in calls):
+        held: dict[int, Pending] = {}
+        for call in map(self.pending.__getitem__, pending):
+            if call['seq'] is not None and call['seq'] in dispatcher.held:
+                held[call['seq']] = Pending(call['seq'], call['callee'], call['arguments'], dispatcher.run_id)
+        withheld = sum(1 for future in futures if future in dispatcher.withheld)
+        if len(held) + withheld < len(pending):
             return []
-        return [Pending(call['seq'] or 0, call['callee'], call['arguments'], self.dispatcher.run_id)
-                for call in sorted(calls, key=lambda c: c['seq'] or 0)]
+        if withheld:
+            if dispatcher.staged or dispatcher.unfinished:
+                return []  # they finish here, and then the refusal is delivered
+            for seq in dispatcher.held:
+                record = dispatcher.calls[seq - 1]
+                if record.status == 'running':
+                    held.setdefault(seq, Pending(seq, record.callee, record.arguments, dispatcher.run_id))
+        return [held[seq] for seq in sorted(held)]
 
     async def hand_over(self, snap: monty.AsyncFutureSnapshot, done: set[int]) -> monty.AsyncSnapshot:
         """Journal these results (write-ahead), then resume the sandbox with them."""

@@ -193,6 +193,11 @@ class SpanDict(TypedDict):
     attributes: dict[str, Any]
 
 
+def call_key(callee: str, arguments: dict[str, Any]) -> str:
+    """One string per callee and arguments: equal exactly when the call asks the same thing."""
+    return callee + json.dumps(arguments, sort_keys=True, separators=(',', ':'))
+
+
 def describe(callee: str, arguments: dict[str, Any]) -> str:
     """`callee({...})`, bounded: how messages name a call."""
     return f'{callee}({preview(arguments, 120)})'

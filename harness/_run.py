@@ -20,6 +20,7 @@ from ._runner import PrintCapture, ScriptRun, run_script
 from ._sandbox import SandboxPool
 from ._store import RunRow
 from ._tracing import RECORDER, TRACER, attach_traceparent, current_traceparent
+from ._values import renamed_note
 
 
 async def execute(
@@ -85,6 +86,8 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     if exhausted:
         notes.append(f'A call budget ran out during this script ({budget.summary()}); '
                      'no further calls of that kind can run.')
+    if job.renamed:
+        notes.append(renamed_note(job.renamed))
     if reused:
         notes.append('Reused results of identical earlier calls (no budget spent): '
                      + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))

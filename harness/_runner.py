@@ -72,6 +72,8 @@ class ScriptRun:
     os_handler: OsHandler | None = None
     restore: RestorePoint | None = None
     """Start from a stored snapshot instead of the beginning (resume, replay --from)."""
+    renamed: list[Any] = field(default_factory=list)
+    """The final value's dict keys that became strings, as JSON makes them (the result says so)."""
 
 
 @dataclass
@@ -99,7 +101,7 @@ async def _run(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: Pri
     if job.restore is not None:
         return await _run_restored(pool, job, job.restore, printed)
     async with pool.session(stubs=None, print_callback=printed) as session:
-        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
+        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler, renamed=job.renamed)
         try:
             first = await session.feed_start(job.code, inputs=job.inputs, print_callback=printed)
             return await loop.run(first)
@@ -129,7 +131,7 @@ async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
 
 async def _run_restored(pool: SandboxPool, job: ScriptRun, restore: RestorePoint, printed: PrintCapture) -> Any:
     async with pool.session(stubs=None, print_callback=printed, helpers=False) as session:
-        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler)
+        loop = ScriptLoop(job.code, job.dispatcher, os_handler=job.os_handler, renamed=job.renamed)
         try:
             first = await session.load_snapshot(restore.dump, print_callback=printed)
             for call in restore.ledger:

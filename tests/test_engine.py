@@ -134,6 +134,63 @@ def test_uncaught_budget_error_is_budget_exceeded_with_completed_calls(make_harn
     assert [c.result for c in info.value.completed] == [0, 10, 20]
 
 
+def test_a_gather_past_the_budget_runs_the_budget_in_call_order_then_fails(make_harness):
+    h = make_harness(max_agent_calls=5)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded) as info:
+        h.run_sync('import asyncio\nawait asyncio.gather(*[work(i=i) for i in range(10)])')
+    assert stats['calls'] == 5
+    assert '(5/5 sub-agent calls' in info.value.message
+    assert [(c.seq, c.result) for c in info.value.completed] == [(1, 0), (2, 10), (3, 20), (4, 30), (5, 40)]
+    with pytest.raises(BudgetExceeded) as replayed:  # the replay ends the same way, running nothing
+        h.replay_sync(info.value.run_id)
+    assert stats['calls'] == 5
+    assert '(5/5 sub-agent calls' in replayed.value.message
+    assert [(c.seq, c.result, c.source) for c in replayed.value.completed] == [
+        (seq, 10 * (seq - 1), 'replayed') for seq in range(1, 6)
+    ]
+
+
+def test_a_fan_out_far_past_the_budget_is_not_taken_for_a_retry_loop(make_harness):
+    h = make_harness(max_agent_calls=20)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded) as info:  # 130 refusals, more than a script may retry (100)
+        h.run_sync('import asyncio\nawait asyncio.gather(*[work(i=i) for i in range(150)])')
+    assert stats['calls'] == 20 and len(info.value.completed) == 20
+    assert '(20/20 sub-agent calls' in info.value.message
+    with pytest.raises(WorkflowRuntimeError, match='stopped after 100 refused calls'):  # a loop still is one
+        h.run_sync('for i in range(150):\n    try:\n        await work(i=i)\n    except RuntimeError:\n        pass')
+
+
+def test_a_run_that_went_past_its_budget_replays_to_the_same_value(make_harness):
+    h = make_harness(max_agent_calls=2)
+    stats = counting_agent(h)
+
+    @h.tool
+    async def tally(*, n: int) -> int:
+        return n
+
+    code = 'rs = await settle_all(*[work(i=i) for i in range(4)])\nawait tally(n=[r["ok"] for r in rs].count(True))'
+    result = h.run_sync(code)
+    assert (result.value, stats['calls']) == (2, 2)
+    assert [c.callee for c in result.calls] == ['work', 'work', 'tally']  # the refused calls have no record
+    replayed = h.replay_sync(result.run_id)  # refused again, not taken for the journal's next call
+    assert (replayed.value, stats['calls'], replayed.budget_exhausted) == (2, 2, True)
+
+
+def test_a_later_script_of_an_orchestrator_run_replays_with_the_budget_it_had(make_harness):
+    h = make_harness(max_agent_calls=3)
+    stats = counting_agent(h)
+    scope = h.new_scope(orchestrator_run_id='orch-1')
+    assert h.run_sync('[await work(i=1), await work(i=2)]', scope=scope).value == [10, 20]
+    # work(i=1) is reused (no budget), work(i=3) spends the last of it, work(i=4) and work(i=5) are refused
+    code = '[r["ok"] for r in await settle_all(work(i=1), work(i=3), work(i=4), work(i=5))]'
+    result = h.run_sync(code, scope=scope)
+    assert (result.value, stats['calls']) == ([True, True, False, False], 3)
+    replayed = h.replay_sync(result.run_id)
+    assert (replayed.value, stats['calls'], replayed.budget_exhausted) == ([True, True, False, False], 3, True)
+
+
 def test_call_caps_are_exact_per_callee(make_harness):
     h = make_harness(call_caps={'work': 2})
     stats = counting_agent(h)
@@ -347,6 +404,51 @@ def test_outputs_that_cannot_become_plain_data_are_refused_without_repr(make_har
     result = h.run_sync('(await settled(opaque()))["error"]')
     assert result.value == 'opaque returned Secretive, which cannot cross into the sandbox as plain data'
     assert 'abc123' not in repr(result)
+
+
+def test_dict_keys_json_can_hold_become_its_strings_and_the_result_says_so(make_harness):
+    h = make_harness()
+    stats = counting_agent(h)
+    seen: list[Any] = []
+
+    @h.tool
+    def keep(*, item: Any) -> Any:
+        seen.append(item)
+        return {7: 'seven', 8: item}
+
+    code = (
+        'import asyncio\n'
+        'rs = await asyncio.gather(work(i=1), work(i=2))\n'
+        'kept = await keep(item={1: "a", None: "b"})\n'
+        '{"by_index": {i: r for i, r in enumerate(rs)}, "mixed": {2.5: 1, False: 2, None: 3}, "kept": kept}'
+    )
+    result = h.run_sync(code)
+    assert stats['calls'] == 2
+    assert seen == [{'1': 'a', 'null': 'b'}]  # an argument crosses by the same rule
+    assert result.value == {
+        'by_index': {'0': 10, '1': 20}, 'mixed': {'2.5': 1, 'false': 2, 'null': 3},
+        'kept': {'7': 'seven', '8': {'1': 'a', 'null': 'b'}},
+    }
+    note = result.note or ''
+    assert 'Dict keys in the final value that were not str became strings, as in JSON: ' in note
+    for shown in ("0 -> '0'", "1 -> '1'", "2.5 -> '2.5'", "False -> 'false'", "None -> 'null'"):
+        assert shown in note
+    assert h.run_sync('{"a": 1}').note is None
+
+
+def test_dict_keys_that_would_collide_as_json_strings_are_refused_by_name(make_harness):
+    h = make_harness()
+
+    @h.tool
+    def clash() -> Any:
+        return {1: 'int', '1': 'str'}
+
+    with pytest.raises(WorkflowRuntimeError, match=r"holds a dict whose keys 1 and '1' are the same in JSON"):
+        h.run_sync('{1: "int", "1": "str"}')
+    with pytest.raises(WorkflowRuntimeError, match='holds a dict with tuple keys'):
+        h.run_sync('{(1, 2): "pair"}')
+    with pytest.raises(WorkflowRuntimeError, match="clash returned a dict whose keys 1 and '1' are the same in JSON"):
+        h.run_sync('await clash()')
 
 
 def test_print_capture_inputs_and_events(make_harness):

@@ -113,6 +113,63 @@ def test_budget_is_shared_across_scripts_of_one_run_and_ends_with_a_result_not_a
     assert result.output.startswith('final:')
 
 
+def test_one_budget_is_shared_by_the_gathers_of_every_script_of_a_run(make_harness):
+    h = make_harness(max_agent_calls=3)
+    ran: list[int] = []
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        ran.append(n)
+        return n
+
+    seen: list[Any] = []
+    gather = 'import asyncio\nawait asyncio.gather({})'
+    model = scripted(gather.format('step(n=1), step(n=2)'), gather.format('step(n=3), step(n=4), step(n=5)'), seen=seen)
+    result = h.orchestrator(model).run_sync('go')
+    assert ran == [1, 2, 3]  # the second script's first call spent the last of the budget, and ran
+    last = str([p for p in seen if isinstance(p, ToolReturnPart)][-1].content)
+    assert '(3/3 sub-agent calls' in last and 'step({"n":3}) -> 3' in last
+    assert retried(seen) == []
+    assert result.output.startswith('final:')
+
+
+def test_two_run_workflow_calls_in_one_response_share_the_budget_exactly(make_harness):
+    h = make_harness(max_agent_calls=4)
+    ran: list[int] = []
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        ran.append(n)
+        return n
+
+    scripts = [f'import asyncio\nawait asyncio.gather(*[step(n={k} + i) for i in range(3)])' for k in (0, 10)]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code}) for code in scripts])
+        return ModelResponse(parts=[TextPart('done')])
+
+    assert h.orchestrator(FunctionModel(respond)).run_sync('go').output == 'done'
+    assert len(ran) == 4
+
+
+def test_a_new_orchestrator_run_starts_with_a_fresh_budget(make_harness):
+    h = make_harness(max_agent_calls=3)
+    ran: list[int] = []
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        ran.append(n)
+        return n
+
+    gather = 'import asyncio\nawait asyncio.gather(*[step(n=i) for i in range(5)])'
+    agent = h.orchestrator(scripted(gather))
+    assert 'budget ran out' in agent.run_sync('go').output
+    assert ran == [0, 1, 2]
+    assert agent.run_sync('again', model=scripted(gather)).output.startswith('final:')
+    assert ran == [0, 1, 2, 0, 1, 2]
+
+
 def test_sub_agents_get_deps_usage_and_do_not_see_run_workflow(make_harness):
     h = make_harness()
     inner_tools: list[list[str]] = []

@@ -135,8 +135,9 @@ async def test_script_errors_come_back_as_workflow_errors(temporal_address: str,
     async with on_temporal(temporal_address, tmp_path / 'runs.db', max_agent_calls=3) as h:
         with pytest.raises(WorkflowTypeError, match='Expected `int`'):
             await h.run("await square(i='seven')")
-        with pytest.raises(BudgetExceeded):
+        with pytest.raises(BudgetExceeded, match=r'\(3/3 sub-agent calls') as info:
             await h.run(GATHER)
+        assert [(c.seq, c.result) for c in info.value.completed] == [(1, 0), (2, 1), (3, 4)]  # in call order
 
 
 async def test_rules_and_an_approval_signal(temporal_address: str, tmp_path: Path) -> None:

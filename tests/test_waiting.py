@@ -20,7 +20,7 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness import Harness, Pending, WorkflowError
+from harness import CallContext, Harness, Pending, WorkflowError
 from harness._store import RunStore
 
 WORKER = Path(__file__).with_name('waiting_worker.py')
@@ -215,6 +215,33 @@ def test_quorum_takes_the_first_k_in_completion_order(make_harness: Any) -> None
         assert h.replay_sync(result.run_id).value == ['fast:x', 'mid:x'] and finished == []
     with pytest.raises(WorkflowError, match=r'quorum: 2 of 2 calls succeeded, 3 needed'):
         h.run_sync('await quorum(3, fast(q="z"), mid(q="z"))')
+
+
+def test_a_quorum_replays_in_the_order_its_run_finished(make_harness: Any) -> None:
+    h = make_harness()
+
+    @h.subagent
+    async def alpha(ctx: CallContext, *, q: str) -> str:
+        while not any(c.callee == 'join:won' for c in h.store.calls(ctx.run_id)):  # after the script saw beta win
+            await asyncio.sleep(0)
+        return 'alpha'
+
+    @h.subagent
+    async def beta(*, q: str) -> str:
+        return 'beta'
+
+    @h.subagent
+    async def gamma(*, q: str) -> str:
+        await asyncio.Event().wait()  # never, until the quorum cancels it
+        return 'gamma'
+
+    result = h.run_sync('await quorum(2, alpha(q="x"), beta(q="x"), gamma(q="x"))')
+    assert result.value == ['beta', 'alpha']
+    won = [c.arguments['index'] for c in result.calls if c.callee == 'join:won']
+    assert won == [1, 0]  # the run saw beta win first; a replay sees both results at once, alpha's first
+    replayed = h.replay_sync(result.run_id)
+    assert replayed.value == ['beta', 'alpha']
+    assert {c.source for c in replayed.calls} == {'replayed'}
 
 
 def test_within_times_out_cancels_and_replays(make_harness: Any) -> None:
