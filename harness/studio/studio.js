@@ -251,6 +251,9 @@ async function runPage(runId, flash) {
   if (run.status === 'running') {
     page.append(notice('This run is running: the page follows it.', 'info'));
     poll = setTimeout(() => { if (location.pathname === `/runs/${run.run_id}`) runPage(run.run_id); }, 1500);
+  } else if (run.status === 'interrupted') {
+    // Also what a followed run turns into when its process is killed: the server reads it so once nobody holds it.
+    page.append(notice('This run stopped before it ended (cancelled, or its process is gone). Resume continues it from its last snapshot; journaled calls are not repeated.', 'info'));
   }
   if (run.error) page.append(section('Error', pre(run.error, 'code error-text')));
   if (run.status === 'completed') page.append(section('Value', pre(json(run.value))));
