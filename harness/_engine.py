@@ -40,7 +40,7 @@ from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
 from ._runner import ScriptRun, type_check, type_error
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
-from ._store import Decision, RunRow, RunStore, this_process
+from ._store import Decision, Owner, RunRow, RunStore, one_execution, this_process
 from ._stubs import check_type_names, render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
@@ -412,7 +412,7 @@ class Harness:
                                 'every step); approve or reject its waiting calls instead. resume() is for the '
                                 'embedded engine (temporal=None).')
         plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
-        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes)
+        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes, owner=one_execution())
 
     async def replay(
         self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
@@ -474,8 +474,8 @@ class Harness:
             shown = ', '.join(f'#{s}' for s in sorted(waiting)) or 'none'
             raise WorkflowError(f'call #{seq} of run {run.run_id} is not waiting for approval (waiting: {shown}).')
         seqs = [seq] if seq is not None else sorted(waiting)
-        owner = this_process()
-        store.claim(run.run_id, owner)  # one process at a time decides on, resumes or finishes a run
+        owner = one_execution()  # its own hold: releasing it never frees one a run of this process has
+        store.claim(run.run_id, owner)  # one holder at a time decides on, resumes or finishes a run
         try:
             for each in seqs:
                 store.decide(run.run_id, each, decision)
@@ -508,11 +508,13 @@ class Harness:
         return await self._execute_plan(plan, None, False, False, defer=True)
 
     async def _execute_plan(
-        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False
+        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False,
+        owner: Owner | None = None,
     ) -> WorkflowResult:
+        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
-        owner = this_process()
+        owner = owner or this_process()
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:

@@ -282,6 +282,14 @@ def this_process() -> Owner:
     return _this
 
 
+def one_execution() -> Owner:
+    """This process as the holder of one resume or one decision: a token of its own, so two of them in one
+    process (the studio serves many) exclude each other as two processes do, and giving one lease back never
+    frees a lease another part of this process holds."""
+    me = this_process()
+    return Owner(me.host, me.pid, secrets.token_hex(4))
+
+
 @dataclass
 class RunRow:
     """One run: a script's execution (or an orchestrator run), its outcome and its lineage."""

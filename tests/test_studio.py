@@ -281,6 +281,33 @@ async def test_resume_an_interrupted_run(studio: Callable[..., Studio], tmp_path
     assert [c['source'] for c in page['calls']] == ['live', 'live'] and page['calls'][1]['attempt'] == 2
 
 
+async def test_a_call_is_decided_only_once_its_run_stopped(studio: Callable[..., Studio], tmp_path: Path) -> None:
+    """While this process still runs the run (its gated call journaled waiting, another call in flight), the
+    page offers no decision and an approval is refused: it cannot take the run's hold from under it. Once the
+    run stopped to wait, Approve and Resume finish it."""
+    HOLD.update(go=asyncio.Event(), started=asyncio.Event())
+    s = await asyncio.to_thread(studio)
+    try:
+        async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+            code = 'import asyncio\nawait asyncio.gather(send_email(to="a@example.com", body="hi"), slow_step(n=2))\n'
+            task = asyncio.ensure_future(h.run(code))
+            await HOLD['started'].wait()
+            [row] = (await asyncio.to_thread(s.get, '/api/runs'))['runs']
+            page = await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}')
+            assert (page['status'], [p['seq'] for p in page['pending']]) == ('running', [1])
+            assert page['actions']['decide'] is False
+            refused = await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/approve', {'seq': 1}, expect=409)
+            assert refused['error'] == 'RunBusy' and 'active in this process' in refused['message']
+            HOLD['go'].set()
+            assert (await task).status == 'waiting'
+    finally:
+        HOLD.clear()
+    assert (await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}'))['actions']['decide'] is True
+    await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/approve', {'seq': 1})
+    resumed = await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/resume')
+    assert (resumed['status'], resumed['value']) == ('completed', ['sent to a@example.com', 4])
+
+
 def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., Studio]) -> None:
     s = studio()
     chunks = s.chat('conversation-one', 'what makes a good test?')

@@ -223,6 +223,20 @@ def test_replay_and_a_validated_fork_from_the_run_page(studio: Studio, page: Any
     assert 'forked from' in page.locator('.lineage').inner_text()
 
 
+def broken_model() -> Any:
+    """An orchestrator model whose provider is down."""
+    from pydantic_ai.models.function import FunctionModel
+
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError('the provider is down')
+
+    async def broken_stream(*_args: Any) -> Any:
+        raise RuntimeError('the provider is down')
+        yield ''
+
+    return FunctionModel(broken, stream_function=broken_stream)
+
+
 @contextlib.contextmanager
 def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
     """The studio over `h` on a free port, in a thread of this process (so its Harness is the test's); its URL."""
@@ -266,6 +280,31 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path) 
             assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
             assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
             assert not page.locator('#prompt').is_disabled()
+            assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
+            assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
+            page.locator('#pending-badge.hidden').wait_for(state='attached')
+    finally:
+        h.close()
+
+
+def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:
+    """The error of a turn whose model failed is shown once: live, and when the conversation is read again."""
+    from test_studio import catalog
+
+    from harness import Harness
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    try:
+        with studio_in_thread(h, broken_model(), 'broken') as url:
+            page.goto(f'{url}/chat')
+            page.fill('#prompt', 'hello')
+            page.press('#prompt', 'Enter')
+            turn = page.locator('.turn[data-status=failed]')
+            turn.wait_for()
+            assert turn.inner_text().count('the provider is down') == 1
+            page.reload()
+            page.locator('.turn .turn-footer').wait_for()
+            assert page.locator('.turn').inner_text().count('the provider is down') == 1
     finally:
         h.close()
 
