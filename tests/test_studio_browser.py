@@ -257,8 +257,10 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
         thread.join(30)
 
 
-def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path) -> None:
-    """The page's side of a turn that needs a person: Approve in the chat, and the same turn streams on."""
+@pytest.mark.parametrize('reload', [False, True], ids=['live', 'reloaded'])
+def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, reload: bool) -> None:
+    """The page's side of a turn that needs a person: Approve in the chat (also once the waiting conversation was
+    read again), and the same turn streams on; nothing still says it waits."""
     from test_studio import approval_model, catalog
 
     from harness import Harness
@@ -274,6 +276,9 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path) 
             assert '"to": "ops@example.com"' in pending.inner_text()
             assert page.locator('#prompt').is_disabled()  # decide first
             assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
+            if reload:
+                page.reload()
+                pending.wait_for()
             pending.locator('button.approve').click()
             turn = page.locator('.turn[data-status=completed]')
             turn.wait_for()

@@ -113,6 +113,11 @@ function status(value) {
   return h('span', { class: `status status-${value}`, text: value });
 }
 
+// A run's status badge that a later footer of the same turn brings up to date (`TurnView.footer`).
+function runStatus(run) {
+  return h('span', { class: `status status-${run.status}`, 'data-run-status': run.run_id, text: run.status });
+}
+
 function runLink(run, text) {
   return h('a', { href: `/runs/${run.run_id}`, 'data-nav': '', class: 'run-link', text: text ?? run.short_id });
 }
@@ -771,6 +776,9 @@ class TurnView {
   footer(data) {
     this.renderAnswer();
     this.element.dataset.status = data.status;
+    for (const r of data.runs) {  // a badge shown before the turn went on (read back from the store) says it waits
+      for (const badge of this.element.querySelectorAll(`[data-run-status="${r.run_id}"]`)) badge.replaceWith(runStatus(r));
+    }
     const runs = data.runs.map((r) => [runLink(r), r.status === 'completed' ? '' : [' ', status(r.status)], ' ']);
     const calls = data.runs.reduce((sum, r) => sum + r.calls, 0);
     const lines = [h('div', {}, runs.length ? ['run ', runs, `· ${calls} call(s)`] : 'no script ran')];
@@ -842,7 +850,7 @@ class TurnView {
         this.call({ kind, run_id: run.run_id, seq: call.seq, callee: call.callee, text: call.text, source: call.source,
           elapsed: call.duration, error: call.error || call.status, result: call.result });
       }
-      attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', status(run.status)));
+      attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', runStatus(run)));
     }
     if (turn.answer) {
       this.answerText = turn.answer;
