@@ -82,10 +82,12 @@ RunIdArg = Annotated[str, typer.Argument(help='A run id (or a unique prefix).')]
 
 
 RecheckOpt = Annotated[
-    bool, typer.Option('--recheck', help='Continue under a changed catalog if the script still type-checks.')
+    bool, typer.Option('--recheck', help='Continue under a changed catalog if the script still type-checks (done '
+                       'without asking when callees were only added).')
 ]
 AcceptOpt = Annotated[
-    bool, typer.Option('--accept-changes', help='Continue under a changed catalog (still type-checked).')
+    bool, typer.Option('--accept-changes', help='Continue under a changed catalog without the type check (calls '
+                       'are still validated as they are made).')
 ]
 
 

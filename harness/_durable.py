@@ -5,7 +5,8 @@ calls instead of running them, and optionally a verified snapshot to start from 
 first line. The Harness runs a plan like any other run; nothing here runs a script or a callee.
 
 - resume: same run id; from the newest snapshot; journaled results answered, in-flight calls re-run
-  (side-effecting ones only with permission); the run continues live from there.
+  (side-effecting ones only with permission); the run continues live from there. Its plan is read
+  without writing; `take` claims the run once the Harness has admitted the plan.
 - replay: from the start (or the snapshot at call K); every call must match the journal and is
   answered from it; no callee runs; nothing is written; the final value must equal the stored one.
 - fork: a new run linked to its parent; calls before K answered from the parent's journal, call K
@@ -56,10 +57,10 @@ class Plan:
 
 
 def plan_resume(
-    store: RunStore, run_id: str, owner: Owner, *, retry_unknown: bool = False, answers: dict[int, Any] | None = None
+    store: RunStore, run_id: str, *, retry_unknown: bool = False, answers: dict[int, Any] | None = None
 ) -> Plan:
-    """Continue from the newest snapshot: takes the run for `owner` (`RunBusy` if another live process
-    holds it) and marks it `running` again."""
+    """Continue from the newest snapshot. Reading the plan writes nothing: the run is taken (`take`) only
+    once its catalog and the answers given are admitted."""
     run = trusted_run(store, run_id)
     calls = store.calls(run.run_id)
     history = History(
@@ -71,12 +72,17 @@ def plan_resume(
         return plan
     start_from(plan, store.latest_snapshot(run.run_id), calls)
     plan.decisions = store.decisions(run.run_id)
-    store.claim(run.run_id, owner)
-    store.update_run(run.run_id, status='running', error=None, expect_owner=owner)
     if run.orchestrator_run_id:  # the orchestrator run's budget continues from what its other scripts spent
         plan.spent = [c for other in store.runs_of_orchestrator(run.orchestrator_run_id) if other != run.run_id
                       for c in store.calls(other)]
     return plan
+
+
+def take(store: RunStore, plan: Plan, owner: Owner) -> None:
+    """Claim a resumed run for `owner` (`RunBusy` if another live holder has it) and mark it `running`
+    again: the first write of a resume, made once nothing can refuse it any more."""
+    store.claim(plan.run_id, owner)
+    store.update_run(plan.run_id, status='running', error=None, expect_owner=owner)
 
 
 def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) -> Plan:

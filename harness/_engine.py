@@ -29,19 +29,19 @@ from ._catalog import Callee, CallKind, WrongReturn, callee_from_agent, callee_f
 from ._check import MAX_CHECKERS, Checker, CheckReport
 from ._context import RunScope
 from ._dispatch import Dispatcher
-from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store
+from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
 from ._errors import WorkflowError, WorkflowTypeError
 from ._grants import HostGrants
 from ._history import History
 from ._journal import Journal
-from ._manifest import CatalogChange, admit, changes, manifest
+from ._manifest import Admission, CatalogChange, CatalogChanged, admit, changes, manifest
 from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._records import EventHandler, Pending, WorkflowResult, new_run_id
 from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
-from ._runner import ScriptRun
+from ._runner import ScriptRun, type_check, type_error
 from ._sandbox import SandboxLimits, SandboxPool, default_workers
-from ._store import Decision, RunRow, RunStore, this_process
+from ._store import Decision, Owner, RunRow, RunStore, one_execution, this_process
 from ._stubs import check_type_names, render_inputs, render_stubs
 from ._toolset import WorkflowToolset
 from ._tracing import configure_tracing
@@ -416,16 +416,17 @@ class Harness:
 
         A side-effecting call that was in flight when the run stopped is re-run only with
         `retry_unknown=True`, or answered with `answers={seq: result}`. Raises `CatalogChanged` if the
-        catalog differs from the run's, unless `recheck=True` (the script still type-checks against
-        the new stubs) or `accept_changes=True`; the script is type-checked in every case.
+        catalog differs from the run's, unless the only differences are added callees or `recheck=True`
+        (either way the stored script must still type-check against the new stubs), or
+        `accept_changes=True`: the script then runs without the type check (you accepted the changes; every
+        call's arguments and result are still validated as it is made). A refused resume writes nothing.
         """
         if self.temporal:  # a second driver beside Temporal's would run calls its activities own
             raise WorkflowError(f'Run {run_id} is driven by Temporal, which resumes it by itself (its workers retry '
                                 'every step); approve or reject its waiting calls instead. resume() is for the '
                                 'embedded engine (temporal=None).')
-        plan = plan_resume(require_store(self.store), run_id, this_process(), retry_unknown=retry_unknown,
-                           answers=dict(answers or {}))
-        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes)
+        plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
+        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes, owner=one_execution())
 
     async def replay(
         self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
@@ -487,8 +488,8 @@ class Harness:
             shown = ', '.join(f'#{s}' for s in sorted(waiting)) or 'none'
             raise WorkflowError(f'call #{seq} of run {run.run_id} is not waiting for approval (waiting: {shown}).')
         seqs = [seq] if seq is not None else sorted(waiting)
-        owner = this_process()
-        store.claim(run.run_id, owner)  # one process at a time decides on, resumes or finishes a run
+        owner = one_execution()  # its own hold: releasing it never frees one a run of this process has
+        store.claim(run.run_id, owner)  # one holder at a time decides on, resumes or finishes a run
         try:
             for each in seqs:
                 store.decide(run.run_id, each, decision)
@@ -508,7 +509,7 @@ class Harness:
         waits (for approvals, or for calls left to activities); calls whose activity has not journaled a
         result are waited for, never run here."""
         store = require_store(self.store)
-        plan = plan_resume(store, run_id, this_process())
+        plan = plan_resume(store, run_id)
         if plan.done is not None:
             # The run ended in an advance whose workflow task was then retried (Temporal re-runs a local
             # activity it has no record of): give the same ending again, output included, by replaying
@@ -521,25 +522,43 @@ class Harness:
         return await self._execute_plan(plan, None, False, False, defer=True)
 
     async def _execute_plan(
-        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False
+        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False,
+        owner: Owner | None = None,
     ) -> WorkflowResult:
-        admit(plan.run.run_id, changes(plan.run.catalog, self.manifest()), recheck=recheck,
-              accept_changes=accept_changes)
-        self._check_answers(plan)
+        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
+        stubs = self.stubs() + render_inputs(plan.run.inputs or {})
+        admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
+        owner = owner or this_process()
+        if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
+            take(require_store(self.store), plan, owner)
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
-        journal = Journal(self.store if plan.journaled else None, plan.run_id, this_process())
+        journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,
                                       decisions=plan.decisions, defer=defer)
         dispatcher.spend(plan.spent)
         dispatcher.preload(plan.prefill, plan.prefill_source)
-        stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
-                        type_check=self.type_check, restore=plan.restore)
+                        type_check=self.type_check and admission != 'accepted', restore=plan.restore)
         return await self._execute(job, journal, mode=plan.mode, begin=plan.begin, traceparent=plan.run.trace_context
                                    if plan.begin is None else None)
+
+    async def _admit(self, plan: Plan, stubs: str, *, recheck: bool, accept_changes: bool) -> Admission:
+        """Whether the plan may run under today's catalog, decided before anything is written: `CatalogChanged`
+        for changes not accepted, `WorkflowTypeError` when the stored script fails the recheck against `stubs`,
+        a `WorkflowError` for an answer of the wrong type."""
+        found = changes(plan.run.catalog, self.manifest())
+        admission = admit(plan.run.run_id, found, recheck=recheck, accept_changes=accept_changes)
+        if admission == 'recheck':
+            report = await type_check(self._checker, stubs, plan.run.script)
+            if not report.ok and not recheck:  # checked on its own for added callees: still the catalog's refusal
+                raise CatalogChanged(plan.run.run_id, found, errors=report.errors)
+            if not report.ok:
+                raise type_error(report.errors, report.diagnostics, run_id=plan.run.run_id)
+        self._check_answers(plan)
+        return admission
 
     def _check_answers(self, plan: Plan) -> None:
         """Answers given for calls (a fork's result, resume's `answers`) have the callee's return type."""

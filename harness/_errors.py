@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from ._records import CallRecord
@@ -79,6 +81,9 @@ class RunBusy(WorkflowError):
         if lost:
             message = (f'run {run_id} was taken over by another process ({who}) while this one ran it; '
                        'this process stopped without recording its outcome.')
+        elif holder is not None and (holder.host, holder.pid) == (socket.gethostname(), os.getpid()):
+            message = (f'run {run_id} is active in this process (another run, resume or decision of it is under '
+                       'way); wait for it to finish.')
         else:
             message = (f'run {run_id} is active in another process ({who}); wait for it to finish, or resume '
                        'it after that process has stopped (its hold expires 30 s after it stops renewing it).')

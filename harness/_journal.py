@@ -79,9 +79,7 @@ class Journal:
         store, owner = self.store, self.owner
         if store is None:
             return
-        await store_write(store, store.create_run, run)
-        if owner is not None:
-            await store_write(store, store.claim, self.run_id, owner)
+        await store_write(store, store.create_run, run, owner=owner)
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncGenerator[None]:

@@ -2,7 +2,8 @@
 
 Every run stores its manifest: the stubs text and, per callee, a digest of everything a script
 relies on (kind, parameters, return type, side effects, rules) and the optional `version=` given at
-registration. Resume, replay and fork compare it with the current catalog before anything runs.
+registration. Resume, replay and fork compare it with the current catalog before anything runs
+(`admit`): nothing is written for a run that is refused.
 """
 
 from __future__ import annotations
@@ -63,25 +64,42 @@ def changes(stored: Mapping[str, Any] | None, current: Mapping[str, Any]) -> lis
 
 class CatalogChanged(WorkflowError):
     """The catalog differs from the one the run ran against; `changes` lists each callee added,
-    removed or changed. Resume, replay and fork refuse to continue unless told `recheck=True` (the
-    stored script type-checks against the new stubs; version changes still refuse) or
-    `accept_changes=True`."""
+    removed or changed. Resume, replay and fork refuse to continue unless the only changes are added
+    callees and the stored script still type-checks against the new stubs (checked on its own), or they
+    are told `recheck=True` (the same check for any change but a version change) or
+    `accept_changes=True` (continue without the type check)."""
 
-    def __init__(self, run_id: str, found: list[CatalogChange]) -> None:
+    def __init__(self, run_id: str, found: list[CatalogChange], *, errors: str | None = None) -> None:
         lines = '\n'.join(f'- {change}' for change in found)
+        checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
+                   if errors is not None else '')
         super().__init__(
-            f'The catalog changed since run {run_id} ran:\n{lines}\nContinue anyway with recheck=True (if the '
-            'script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
-            '--accept-changes); `harness diff RUN` shows the differences.',
+            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}Continue anyway with recheck=True (if '
+            'the script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
+            '--accept-changes); `harness diff RUN` shows the differences. Nothing ran.',
             run_id=run_id,
         )
         self.changes = found
 
 
-def admit(run_id: str, found: list[CatalogChange], *, recheck: bool, accept_changes: bool) -> None:
-    """Raise `CatalogChanged` unless the differences are accepted (the type check always follows)."""
-    if not found or accept_changes:
-        return
+Admission = Literal['same', 'recheck', 'accepted']
+"""How a stored run may go on under today's catalog: unchanged; once its script type-checks against the new
+stubs; or accepted as it is (no type check: the person said so, and every call's arguments are still
+validated when it is made)."""
+
+
+def admit(run_id: str, found: list[CatalogChange], *, recheck: bool, accept_changes: bool) -> Admission:
+    """How the run may go on despite the differences `found`, or `CatalogChanged`.
+
+    Added callees alone change nothing a stored script relies on, so they are rechecked without being
+    asked; a version change is a change of behaviour no type check can vouch for.
+    """
+    if not found:
+        return 'same'
+    if accept_changes:
+        return 'accepted'
+    if all(change.kind == 'added' for change in found):
+        return 'recheck'
     if recheck and all(change.kind != 'version' for change in found):
-        return
+        return 'recheck'
     raise CatalogChanged(run_id, found)

@@ -13,7 +13,7 @@ from typing import Any
 import pydantic_monty as monty
 from opentelemetry.trace import Status, StatusCode
 
-from ._check import Checker
+from ._check import Checker, CheckReport
 from ._dispatch import Dispatcher
 from ._errors import (
     BudgetExceeded,
@@ -112,10 +112,7 @@ async def _run(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: Pri
 async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
     """The `check` span: nothing runs unless the script type-checks against the stubs."""
     with TRACER.start_as_current_span('check', attributes={'harness.errors': 0}) as span:
-        try:
-            report = await checker.check(job.stubs, job.code)
-        except monty.MontyError as exc:
-            raise SandboxCrashed(f'The type checker failed internally ({type(exc).__name__}); retry.') from None
+        report = await type_check(checker, job.stubs, job.code)
         if not report.ok:
             span.set_attribute('harness.errors', len(report.diagnostics) or 1)
             span.set_status(Status(StatusCode.ERROR, 'type check failed'))
@@ -162,10 +159,18 @@ def translate(exc: BaseException, dispatcher: Dispatcher) -> BaseException:
     return exc
 
 
-def type_error(errors: str, diagnostics: list[Any]) -> WorkflowTypeError:
+async def type_check(checker: Checker, stubs: str, code: str) -> CheckReport:
+    """ty's report on `code` against `stubs`; the checker's own failure is a `SandboxCrashed` (a retry)."""
+    try:
+        return await checker.check(stubs, code)
+    except monty.MontyError as exc:
+        raise SandboxCrashed(f'The type checker failed internally ({type(exc).__name__}); retry.') from None
+
+
+def type_error(errors: str, diagnostics: list[Any], *, run_id: str | None = None) -> WorkflowTypeError:
     return WorkflowTypeError(
         f'The script failed the type check against the stubs, so nothing ran:\n{errors}',
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, run_id=run_id,
     )
 
 

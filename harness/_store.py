@@ -8,6 +8,10 @@ One SQLite file (standard library `sqlite3`), or `":memory:"`. Invariants:
   file, and a write that finds the file locked past `busy_timeout` is retried (with backoff) up to
   `lock_patience` seconds; inside `at_once` it is not made at all (`WouldWait`). Several threads may
   share one `RunStore` (one connection, one lock).
+- One owner per run: the process running a run holds its lease (`owner`, `lease_until`), renewed while
+  it runs and released with the final status. A run stored `running` that no live process holds (its
+  holder was killed, or stopped renewing) is read as `interrupted` everywhere (`shown_status`): computed
+  on read, never written, so no reader races the holder.
 - Schema: versioned in `meta.schema_version`; `MIGRATIONS[i]` takes version `i` to `i + 1` and all
   pending ones run in one transaction at open. A file newer than this code is refused, not touched.
 - Snapshots: a Monty dump is sealed with the harness's key (`HARNESS_SECRET`, else a key file in the
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import random
@@ -277,6 +282,14 @@ def this_process() -> Owner:
     return _this
 
 
+def one_execution() -> Owner:
+    """This process as the holder of one resume or one decision: a token of its own, so two of them in one
+    process (the studio serves many) exclude each other as two processes do, and giving one lease back never
+    frees a lease another part of this process holds."""
+    me = this_process()
+    return Owner(me.host, me.pid, secrets.token_hex(4))
+
+
 @dataclass
 class RunRow:
     """One run: a script's execution (or an orchestrator run), its outcome and its lineage."""
@@ -376,6 +389,8 @@ _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
     'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json'
 )
+_RUN_READ = f'{_RUN_COLUMNS}, owner, lease_until'
+"""A run as read: its columns and its lease, from which `shown_status` tells a run nobody runs any more."""
 _CALL_COLUMNS = (
     'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
     'attempt, source, side_effect'
@@ -465,8 +480,9 @@ class RunStore:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    def create_run(self, run: RunRow) -> None:
-        """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0."""
+    def create_run(self, run: RunRow, *, owner: Owner | None = None, ttl: float = LEASE_SECONDS) -> None:
+        """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0. With `owner`, the run
+        is held by it from the same write (never `running` with nobody holding it)."""
 
         row = (
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
@@ -481,6 +497,9 @@ class RunStore:
             except sqlite3.IntegrityError:
                 raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
             conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (head([]), run.run_id))
+            if owner is not None:
+                conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
+                             (str(owner), time.time() + ttl, run.run_id))
             self._reseal(conn, run.run_id)
 
         self._write(write)
@@ -576,7 +595,7 @@ class RunStore:
             if row is None:
                 raise StoreError(f'no run {run_id!r} in {self.path}.')
             holder = Owner.parse(row[0])
-            if holder is not None and holder != owner and (row[1] or 0) > time.time() and holder.alive() is not False:
+            if holder != owner and held(holder, row[1], time.time()):
                 raise RunBusy(run_id, holder)
             conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
                          (str(owner), time.time() + ttl, run_id))
@@ -681,11 +700,11 @@ class RunStore:
             return None
 
         def read(conn: sqlite3.Connection) -> RunRow | None:
-            row = conn.execute(f'SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            row = conn.execute(f'SELECT {_RUN_READ} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
             if row is not None:
                 return _run_from_db(row)
             rows = conn.execute(
-                f'SELECT {_RUN_COLUMNS} FROM runs WHERE {_prefix_clause(run_id)} ORDER BY run_id LIMIT 11',
+                f'SELECT {_RUN_READ} FROM runs WHERE {_prefix_clause(run_id)} ORDER BY run_id LIMIT 11',
                 _prefix_params(run_id),
             ).fetchall()
             if len(rows) > 1:
@@ -701,25 +720,26 @@ class RunStore:
         self, limit: int = 50, *, status: Iterable[str] | None = None, orchestrator_run_id: str | None = None
     ) -> list[RunRow]:
         """Stored runs, newest first (by `created`, then by insertion order); only those with one of
-        `status`, or of one orchestrator run, when given."""
+        `status` (as shown: see `shown_status`), or of one orchestrator run, when given."""
+        wanted = set(status) if status is not None else None
         where, params = [], []
-        if status is not None:
-            statuses = list(status)
-            where.append(f'status IN ({", ".join("?" * len(statuses))})' if statuses else '0')
-            params += statuses
+        if wanted is not None:
+            stored = sorted(wanted | ({'running'} if 'interrupted' in wanted else set()))
+            where.append(f'status IN ({", ".join("?" * len(stored))})' if stored else '0')
+            params += stored
         if orchestrator_run_id is not None:
             where.append('orchestrator_run_id = ?')
             params.append(orchestrator_run_id)
         clause = f'WHERE {" AND ".join(where)} ' if where else ''
-        return self._read(
-            lambda conn: [
-                _run_from_db(row)
-                for row in conn.execute(
-                    f'SELECT {_RUN_COLUMNS} FROM runs {clause}ORDER BY created DESC, rowid DESC LIMIT ?',
-                    (*params, limit),
-                )
-            ]
-        )
+        # Filtered by the status shown, the rows are read lazily until `limit` of them match.
+        sql = f'SELECT {_RUN_READ} FROM runs {clause}ORDER BY created DESC, rowid DESC' + (
+            '' if wanted is not None else ' LIMIT ?')
+
+        def read(conn: sqlite3.Connection) -> list[RunRow]:
+            rows = (_run_from_db(row) for row in conn.execute(sql, params if wanted is not None else (*params, limit)))
+            return list(itertools.islice((r for r in rows if wanted is None or r.status in wanted), limit))
+
+        return self._read(read)
 
     # -- the call journal ------------------------------------------------------------------------
 
@@ -985,15 +1005,26 @@ class RunStore:
     # -- the studio's reads (`harness ui`) ---------------------------------------------------------
 
     def status_counts(self) -> dict[str, int]:
-        """How many runs have each status (the studio's filter shows them)."""
-        rows = self._read(lambda conn: conn.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall())
-        return {status: n for status, n in rows}
+        """How many runs have each status as shown (the studio's filter shows them)."""
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            ended = "SELECT status, count(*) FROM runs WHERE status != 'running' GROUP BY status"
+            running = "SELECT owner, lease_until FROM runs WHERE status = 'running'"
+            return conn.execute(ended).fetchall(), conn.execute(running).fetchall()
+
+        ended, running = self._read(read)
+        counts = {status: n for status, n in ended}
+        now = time.time()
+        for owner, lease_until in running:
+            shown = shown_status('running', owner, lease_until, now)
+            counts[shown] = counts.get(shown, 0) + 1
+        return counts
 
     def forks_of(self, run_id: str) -> list[RunRow]:
         """The runs forked from `run_id`, oldest first."""
         return self._read(lambda conn: [
             _run_from_db(row) for row in conn.execute(
-                f'SELECT {_RUN_COLUMNS} FROM runs WHERE parent_run_id = ? ORDER BY created, rowid', (run_id,)
+                f'SELECT {_RUN_READ} FROM runs WHERE parent_run_id = ? ORDER BY created, rowid', (run_id,)
             )
         ])
 
@@ -1363,9 +1394,26 @@ def _decode(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def held(holder: Owner | None, lease_until: float | None, now: float) -> bool:
+    """Whether a live process holds a run's lease: one is named, its lease has not expired, and it is not
+    known to be gone (a process of this host that no longer exists)."""
+    return holder is not None and (lease_until or 0) > now and holder.alive() is not False
+
+
+def shown_status(status: RunStatus, owner: str | None, lease_until: float | None, now: float) -> RunStatus:
+    """A run's status as every reader sees it: one stored `running` that no live process holds (its holder
+    was killed, or stopped renewing its lease) is `interrupted`, as `resume` finds it. Computed when read,
+    never written, so no reader races the writer that still holds the run."""
+    if status == 'running' and not held(Owner.parse(owner), lease_until, now):
+        return 'interrupted'
+    return status
+
+
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
     (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
-     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json) = row  # fmt: skip
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, owner,
+     lease_until) = row  # fmt: skip
+    status = shown_status(status, owner, lease_until, time.time())
     return RunRow(
         run_id=run_id, script=script, status=status, created=created,
         updated=updated, prompt=prompt, value=_decode(value_json), error=error, duration=duration,

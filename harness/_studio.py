@@ -5,11 +5,14 @@ build step), the JSON API it uses (shapes in `_studio_views`, the chat stream in
 actions (approve, reject, resume, replay, fork), which call the same `Harness` methods as the CLI and answer
 with the run they made. It is for the person at this machine: it listens on loopback only, accepts only
 `Host: 127.0.0.1` or `localhost` (a web page elsewhere cannot reach it by DNS rebinding) and only JSON
-bodies on POST (which a page elsewhere cannot send without a CORS preflight, never answered here).
+bodies on POST (which a page elsewhere cannot send without a CORS preflight, never answered here). It
+closes the Harness only after the requests it cancelled at shutdown have ended (`Answering`), so a resume cut
+short still records how its run stopped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import socket
@@ -40,6 +43,8 @@ MAX_LIMIT = 1_000
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 """Only this app's own files run in the page: model text that slipped into the DOM as markup still could not."""
+SHUTDOWN_PATIENCE = 10.0
+"""Seconds the shutdown gives cancelled requests to record how their runs stopped before the Harness closes."""
 
 
 class Refused(Exception):
@@ -165,9 +170,17 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         store()
         return await chat.respond(request)
 
+    answering: set[asyncio.Task[Any]] = set()
+    """The tasks of the requests being answered (a resume, a chat turn...)."""
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
         yield
+        # The server cancels what outlived its grace period and goes on to this shutdown without waiting: let
+        # those requests end first (a cancelled resume records that its run is interrupted and gives its hold
+        # back), or they would find the store closed under them and leave their runs `running`.
+        if left := [task for task in answering if task is not asyncio.current_task() and not task.done()]:
+            await asyncio.wait(left, timeout=SHUTDOWN_PATIENCE)
         await harness.aclose()  # the sandbox workers were started on this loop: stop them on it
 
     async def refused(_request: Request, exc: Exception) -> Response:
@@ -198,11 +211,30 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
     app = Starlette(
         routes=routes,
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, 'localhost']),
-                    Middleware(SecurityHeaders), Middleware(OneLineErrors)],
+                    Middleware(SecurityHeaders), Middleware(OneLineErrors), Middleware(Answering, tasks=answering)],
         exception_handlers={Refused: refused, WorkflowError: workflow_error, StoreError: store_error},
         lifespan=lifespan,
     )
     return app
+
+
+class Answering:
+    """Keeps the task of each request while it is answered (its streamed body included), so the app's shutdown
+    can let them end before it closes the Harness."""
+
+    def __init__(self, app: Any, *, tasks: set[asyncio.Task[Any]]) -> None:
+        self.app, self.tasks = app, tasks
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        task = asyncio.current_task()
+        if scope['type'] != 'http' or task is None:
+            await self.app(scope, receive, send)
+            return
+        self.tasks.add(task)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.tasks.discard(task)
 
 
 class SecurityHeaders:

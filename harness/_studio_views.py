@@ -182,7 +182,7 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
             'replay': run.status != 'running',
             'resume': run.status in RESUMABLE and not pending,
             'fork': run.status != 'running' and bool(calls),
-            'decide': bool(pending),
+            'decide': bool(pending) and run.status != 'running',  # a run still running cannot be decided on yet
         },
     }
 

@@ -91,6 +91,31 @@ def test_resume_under_a_changed_return_type_is_refused(tmp_path: Path) -> None:
         assert [c.callee for c in h.store.calls(run_id)] == ['first', 'second']  # type: ignore[union-attr]
 
 
+def test_a_refused_resume_leaves_the_run_as_it_was(tmp_path: Path) -> None:
+    """Refused for a wrong answer or for its catalog, a resume writes nothing: the run is still interrupted
+    and nobody holds it, so another process can resume it at once."""
+    entered = asyncio.Event()
+
+    def state(h: Harness) -> tuple[str, Any]:
+        assert h.store is not None
+        run = h.store.get_run(run_id)
+        assert run is not None
+        return run.status, h.store.holder(run_id)[0]
+
+    with two_step(tmp_path / 'runs.db', second_returns=int, entered=entered) as h:
+        run_id = interrupted(h, SCRIPT, entered)
+        with pytest.raises(WorkflowError, match='The answer given for call #2 is refused'):
+            h.resume_sync(run_id, answers={2: 'two'})
+        assert state(h) == ('interrupted', None)
+    with two_step(tmp_path / 'runs.db', second_returns=str) as h:
+        with pytest.raises(CatalogChanged):
+            h.resume_sync(run_id)
+        assert state(h) == ('interrupted', None)
+        with pytest.raises(WorkflowTypeError):
+            h.resume_sync(run_id, recheck=True)  # a recheck that fails is a refusal too: the run is not failed
+        assert state(h) == ('interrupted', None)
+
+
 def test_replay_after_a_return_type_changed_and_a_removed_callee_are_refused(tmp_path: Path) -> None:
     with two_step(tmp_path / 'runs.db', second_returns=int) as h:
         run_id = h.run_sync(SCRIPT).run_id
@@ -105,8 +130,38 @@ def test_replay_after_a_return_type_changed_and_a_removed_callee_are_refused(tmp
 
         with pytest.raises(CatalogChanged, match='second: removed'):
             h.replay_sync(run_id)
-        with pytest.raises(WorkflowTypeError, match='second'):
-            h.replay_sync(run_id, accept_changes=True)  # accepted, but the script calls what is gone
+        with pytest.raises(WorkflowRuntimeError, match="name 'second' is not defined"):
+            h.replay_sync(run_id, accept_changes=True)  # accepted (no type check), but the script calls what is gone
+
+
+def test_an_added_callee_does_not_block_older_runs(tmp_path: Path) -> None:
+    """A purely additive change is rechecked on its own: replay and resume of a run made before it go on."""
+    entered = asyncio.Event()
+    with two_step(tmp_path / 'runs.db', second_returns=int, entered=entered) as h:
+        done = h.run_sync('await first()').run_id
+        run_id = interrupted(h, SCRIPT, entered)
+    with two_step(tmp_path / 'runs.db', second_returns=int) as h:
+
+        @h.tool
+        async def third() -> int:
+            return 3
+
+        assert [str(c) for c in h.diff(run_id)] == ['third: added']  # still reported
+        assert h.replay_sync(done).value == 1
+        assert h.resume_sync(run_id).value == 3
+
+
+def test_accepted_changes_run_without_the_type_check(tmp_path: Path) -> None:
+    """`accept_changes=True` is the person's word: the stored script runs even though it no longer type-checks,
+    and what the new catalog breaks fails at run time (here `1 + 'two'`), after the call ran and was checked."""
+    entered = asyncio.Event()
+    with two_step(tmp_path / 'runs.db', second_returns=int, entered=entered) as h:
+        run_id = interrupted(h, SCRIPT, entered)
+    with two_step(tmp_path / 'runs.db', second_returns=str) as h:
+        with pytest.raises(WorkflowRuntimeError, match='unsupported operand'):
+            h.resume_sync(run_id, accept_changes=True)
+        assert h.store is not None
+        assert [(c.callee, c.status, c.result) for c in h.store.calls(run_id)][1] == ('second', 'ok', 'two')
 
 
 def test_a_version_change_is_refused_unless_accepted(tmp_path: Path) -> None:

@@ -137,6 +137,28 @@ def crashed(
     server.finish()
 
 
+def test_a_sigkilled_run_is_shown_interrupted_with_resume_offered(crashed: tuple[list[Crashed], Any], cli: Any):
+    """Killed mid-run, a run is not `running` for ever: once its holder is gone it is `interrupted` in
+    `h.runs()`, `harness runs`, `harness show` and the studio's JSON, which offers Resume (before any resume)."""
+    from harness._studio_views import run_page, runs_page
+
+    runs, _ = crashed
+    for c in runs:
+        h = build(str(c.store), c.markers)
+        try:
+            assert [(r.run_id, r.status) for r in h.runs()] == [(c.run_id, 'interrupted')], c.moment
+        finally:
+            h.close()
+        listed = cli(['runs', '--json', '--store', str(c.store)], cwd=c.store.parent)
+        assert [r['status'] for r in json.loads(listed.stdout)] == ['interrupted'], listed.describe()
+        shown = cli(['show', c.run_id, '--json', '--store', str(c.store)], cwd=c.store.parent)
+        assert json.loads(shown.stdout)['status'] == 'interrupted', shown.describe()
+        with RunStore(c.store) as db:
+            assert runs_page(db, statuses=['interrupted'], limit=10)['counts']['interrupted'] == 1
+            page = run_page(db, db.get_run(c.run_id), ['slow', 'charge'])
+            assert (page['status'], page['actions']['resume']) == ('interrupted', True), c.moment
+
+
 def test_sigkill_at_representative_moments_then_resume_in_a_new_process(crashed: tuple[list[Crashed], Any]):
     runs, server = crashed
     assert_resumes_exactly_once(server, runs[: len(REPRESENTATIVE)], side_effect_in_flight=in_flight(REPRESENTATIVE))

@@ -159,6 +159,35 @@ def test_prefix_lookup_odd_characters(store: RunStore) -> None:
     assert store.get_run('x\U0010ffff').run_id == 'x\U0010ffffy'  # type: ignore[union-attr]
 
 
+def test_a_running_run_nobody_holds_reads_as_interrupted(store: RunStore) -> None:
+    """`running` is shown only while a live process holds the run's lease: one whose holder on this host is
+    gone, whose lease expired, or that nobody holds, reads as `interrupted` everywhere (and nothing is written)."""
+    from harness._store import Owner, this_process
+
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
+    owners = {
+        'live': this_process(),
+        'gone': Owner(this_process().host, int(dead.stdout), 'gone'),  # killed: its lease had not expired yet
+        'expired': Owner('elsewhere', 1, 'x'),  # another host: only the expiry tells
+        'released': None,
+    }
+    for name, owner in owners.items():
+        store.create_run(RunRow(name))
+        if owner is not None:
+            store.claim(name, owner, ttl=-1.0 if name == 'expired' else 30.0)
+    store.create_run(RunRow('done', status='completed'))
+    shown = {name: store.get_run(name).status for name in [*owners, 'done']}  # type: ignore[union-attr]
+    assert shown == {'live': 'running', 'gone': 'interrupted', 'expired': 'interrupted', 'released': 'interrupted',
+                     'done': 'completed'}
+    assert {r.run_id: r.status for r in store.list_runs()} == shown
+    assert [r.run_id for r in store.list_runs(status=['running'])] == ['live']
+    assert {r.run_id for r in store.list_runs(status=['interrupted'])} == {'gone', 'expired', 'released'}
+    assert len(store.list_runs(2, status=['interrupted', 'completed'])) == 2  # the limit counts what is shown
+    assert store.status_counts() == {'running': 1, 'interrupted': 3, 'completed': 1}
+    with raw(Path(store.path)) as conn:  # computed when read, never written
+        assert {status for (status,) in conn.execute('SELECT status FROM runs')} == {'running', 'completed'}
+
+
 # -- calls --------------------------------------------------------------------------------------
 
 
@@ -610,7 +639,7 @@ def test_threads_share_one_store(store: RunStore) -> None:
 def test_at_once_does_not_wait_for_a_lock_and_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / 'runs.db'
     with RunStore(path) as db:
-        db.create_run(RunRow(run_id='r1'))
+        db.create_run(RunRow(run_id='r1', status='waiting'))
         other = sqlite3.connect(path, isolation_level=None)
         other.execute('BEGIN IMMEDIATE')  # another process writing
         started = time.monotonic()
@@ -618,7 +647,7 @@ def test_at_once_does_not_wait_for_a_lock_and_changes_nothing(tmp_path: Path) ->
             db.at_once(db.update_run, 'r1', status='failed')
         assert time.monotonic() - started < DEFAULT_BUSY_TIMEOUT  # refused at once, not after the busy timeout
         other.execute('ROLLBACK')
-        assert db.get_run('r1').status == 'running'
+        assert db.get_run('r1').status == 'waiting'
         db.at_once(db.update_run, 'r1', status='failed')
         assert db.get_run('r1').status == 'failed'
         other.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 import urllib.error
 import urllib.request
@@ -28,6 +29,8 @@ from subagents.planner import demo_model
 
 HOLD: dict[str, Any] = {}
 """`slow_step` waits on `HOLD['go']` while it is set (the interrupted-run test), and says so on `HOLD['started']`."""
+HELD: dict[str, threading.Event] = {}
+"""The same across threads, for a call the studio's own loop runs: `HELD['gate']`, `HELD['entered']`."""
 
 
 async def send_email(*, to: str, body: str) -> str:
@@ -47,6 +50,9 @@ async def slow_step(*, n: int) -> int:
     if 'go' in HOLD:
         HOLD['started'].set()
         await HOLD['go'].wait()
+    if 'gate' in HELD:
+        HELD['entered'].set()
+        await asyncio.to_thread(HELD['gate'].wait, 60)
     return n * 2
 
 
@@ -63,6 +69,8 @@ def catalog(h: Harness) -> Harness:
 class Studio:
     url: str
     harness: Harness
+    server: Any = None
+    thread: Any = None
 
     def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
                 raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -107,15 +115,15 @@ def studio(tmp_path: Path) -> Iterator[Callable[..., Studio]]:
 
     started: list[tuple[uvicorn.Server, threading.Thread, Harness]] = []
 
-    def start(model: Any = None) -> Studio:
+    def start(model: Any = None, **config: Any) -> Studio:
         h = catalog(Harness(store=str(tmp_path / 'runs.db')))
         app = create_app(h, model=model or demo_model(), model_label='test model')
         sock = listen(0)
-        server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='on'))
+        server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='on', **config))
         thread = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
         thread.start()
         started.append((server, thread, h))
-        return Studio(f'http://127.0.0.1:{sock.getsockname()[1]}', h)
+        return Studio(f'http://127.0.0.1:{sock.getsockname()[1]}', h, server, thread)
 
     yield start
     for server, thread, h in started:
@@ -299,6 +307,67 @@ async def test_resume_an_interrupted_run(studio: Callable[..., Studio], tmp_path
     assert resumed['status'] == 'completed' and resumed['value'] == [{'count': 1}, 42]
     page = await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}')
     assert [c['source'] for c in page['calls']] == ['live', 'live'] and page['calls'][1]['attempt'] == 2
+
+
+async def test_a_call_is_decided_only_once_its_run_stopped(studio: Callable[..., Studio], tmp_path: Path) -> None:
+    """While this process still runs the run (its gated call journaled waiting, another call in flight), the
+    page offers no decision and an approval is refused: it cannot take the run's hold from under it. Once the
+    run stopped to wait, Approve and Resume finish it."""
+    HOLD.update(go=asyncio.Event(), started=asyncio.Event())
+    s = await asyncio.to_thread(studio)
+    try:
+        async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+            code = 'import asyncio\nawait asyncio.gather(send_email(to="a@example.com", body="hi"), slow_step(n=2))\n'
+            task = asyncio.ensure_future(h.run(code))
+            await HOLD['started'].wait()
+            [row] = (await asyncio.to_thread(s.get, '/api/runs'))['runs']
+            page = await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}')
+            assert (page['status'], [p['seq'] for p in page['pending']]) == ('running', [1])
+            assert page['actions']['decide'] is False
+            refused = await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/approve', {'seq': 1}, expect=409)
+            assert refused['error'] == 'RunBusy' and 'active in this process' in refused['message']
+            HOLD['go'].set()
+            assert (await task).status == 'waiting'
+    finally:
+        HOLD.clear()
+    assert (await asyncio.to_thread(s.get, f'/api/runs/{row["run_id"]}'))['actions']['decide'] is True
+    await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/approve', {'seq': 1})
+    resumed = await asyncio.to_thread(s.post, f'/api/runs/{row["run_id"]}/resume')
+    assert (resumed['status'], resumed['value']) == ('completed', ['sent to a@example.com', 4])
+
+
+def test_a_resume_cut_by_the_shutdown_still_records_its_ending(studio: Callable[..., Studio], runs: Callable[..., Any],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped (Ctrl-C) while an approved run resumes, the studio cancels that request and waits for it to
+    record the run `interrupted` (and give its hold back) before it closes the Harness: it is not left `running`
+    with its store closed under it. On a busy machine its writes go through threads: forced here."""
+    from harness import _journal
+
+    waiting = runs('a = await send_email(to="a@example.com", body="hi")\nb = await slow_step(n=2)\n[a, b]\n')
+    s = studio(timeout_graceful_shutdown=0)  # the grace period is over at once: in-flight requests are cancelled
+    s.post(f'/api/runs/{waiting.run_id}/approve', {'seq': 1})
+    HELD.update(gate=threading.Event(), entered=threading.Event())
+    seen: list[tuple[str, Any]] = []
+    close = s.harness.aclose
+
+    async def closing() -> None:  # how the run stands when the Harness (and its store) closes
+        with sqlite3.connect(s.harness.store.path) as conn:  # type: ignore[union-attr]
+            seen.append(conn.execute('SELECT status, owner FROM runs WHERE run_id = ?', (waiting.run_id,)).fetchone())
+        await close()
+
+    monkeypatch.setattr(s.harness, 'aclose', closing)
+    monkeypatch.setitem(_journal._slow, s.harness.store, 10_000)
+    resume = threading.Thread(target=s.request, args=('POST', f'/api/runs/{waiting.run_id}/resume', {}))
+    resume.start()
+    try:
+        assert HELD['entered'].wait(60)  # #1 sent, #2 running: the run is held by the studio
+        s.server.should_exit = True
+        s.thread.join(60)
+    finally:
+        HELD['gate'].set()
+        HELD.clear()
+        resume.join(60)
+    assert seen == [('interrupted', None)]
 
 
 def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., Studio]) -> None:

@@ -8,6 +8,7 @@ offline demo planner as the orchestrator. Every wait is for something the page s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -222,47 +223,123 @@ def test_replay_and_a_validated_fork_from_the_run_page(studio: Studio, page: Any
     assert 'forked from' in page.locator('.lineage').inner_text()
 
 
-def test_a_chat_turn_waits_for_approval_then_goes_on(browser: Any, tmp_path: Path) -> None:
-    """The page's side of a turn that needs a person: Approve in the chat, and the same turn streams on."""
+def broken_model() -> Any:
+    """An orchestrator model whose provider is down."""
+    from pydantic_ai.models.function import FunctionModel
+
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError('the provider is down')
+
+    async def broken_stream(*_args: Any) -> Any:
+        raise RuntimeError('the provider is down')
+        yield ''
+
+    return FunctionModel(broken, stream_function=broken_stream)
+
+
+@contextlib.contextmanager
+def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
+    """The studio over `h` on a free port, in a thread of this process (so its Harness is the test's); its URL."""
     import threading
 
     import uvicorn
+
+    from harness._studio import create_app, listen
+
+    sock = listen(0)
+    server = uvicorn.Server(uvicorn.Config(create_app(h, model=model, model_label=label), log_level='warning'))
+    thread = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f'http://127.0.0.1:{sock.getsockname()[1]}'
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.mark.parametrize('reload', [False, True], ids=['live', 'reloaded'])
+def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, reload: bool) -> None:
+    """The page's side of a turn that needs a person: Approve in the chat (also once the waiting conversation was
+    read again), and the same turn streams on; nothing still says it waits."""
     from test_studio import approval_model, catalog
 
     from harness import Harness
-    from harness._studio import create_app, listen
 
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
-    sock = listen(0)
-    server = uvicorn.Server(uvicorn.Config(create_app(h, model=approval_model(), model_label='approvals'),
-                                           log_level='warning'))
-    thread = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
-    thread.start()
-    context = browser.new_context()
-    page = context.new_page()
-    errors: list[str] = []
-    page.on('pageerror', lambda exc: errors.append(str(exc)))
     try:
-        page.goto(f'http://127.0.0.1:{sock.getsockname()[1]}/chat')
-        page.fill('#prompt', 'tell ops the deploy is done')
-        page.press('#prompt', 'Enter')
-        pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
-        pending.wait_for()
-        assert '"to": "ops@example.com"' in pending.inner_text()
-        assert page.locator('#prompt').is_disabled()  # decide first
-        assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
-        pending.locator('button.approve').click()
-        turn = page.locator('.turn[data-status=completed]')
-        turn.wait_for()
-        assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
-        assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
-        assert not page.locator('#prompt').is_disabled()
+        with studio_in_thread(h, approval_model(), 'approvals') as url:
+            page.goto(f'{url}/chat')
+            page.fill('#prompt', 'tell ops the deploy is done')
+            page.press('#prompt', 'Enter')
+            pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
+            pending.wait_for()
+            assert '"to": "ops@example.com"' in pending.inner_text()
+            assert page.locator('#prompt').is_disabled()  # decide first
+            assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
+            if reload:
+                page.reload()
+                pending.wait_for()
+            pending.locator('button.approve').click()
+            turn = page.locator('.turn[data-status=completed]')
+            turn.wait_for()
+            assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
+            assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
+            assert not page.locator('#prompt').is_disabled()
+            assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
+            assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
+            page.locator('#pending-badge.hidden').wait_for(state='attached')
     finally:
-        context.close()
-        server.should_exit = True
-        thread.join(30)
         h.close()
-    assert not errors, errors
+
+
+def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:
+    """The error of a turn whose model failed is shown once: live, and when the conversation is read again."""
+    from test_studio import catalog
+
+    from harness import Harness
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    try:
+        with studio_in_thread(h, broken_model(), 'broken') as url:
+            page.goto(f'{url}/chat')
+            page.fill('#prompt', 'hello')
+            page.press('#prompt', 'Enter')
+            turn = page.locator('.turn[data-status=failed]')
+            turn.wait_for()
+            assert turn.inner_text().count('the provider is down') == 1
+            page.reload()
+            page.locator('.turn .turn-footer').wait_for()
+            assert page.locator('.turn').inner_text().count('the provider is down') == 1
+    finally:
+        h.close()
+
+
+def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path: Path) -> None:
+    """A run whose process died while it was `running` (its holder is a pid that is gone) is shown
+    interrupted, not followed for ever; its page offers Resume, which finishes it."""
+    import subprocess
+
+    from test_studio import catalog
+
+    from harness import Harness, RunRow
+    from harness._store import Owner, this_process
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    assert h.store is not None
+    dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
+    h.store.create_run(RunRow('killedrun0001', script='a = await lookup(key="abc")\na["count"]\n',
+                              catalog=h.manifest()))
+    h.store.claim('killedrun0001', Owner(this_process().host, int(dead.stdout), 'killed'))
+    try:
+        with studio_in_thread(h, None, 'none') as url:
+            page.goto(f'{url}/runs/killedrun0001')
+            page.locator('.run-page[data-status=interrupted]').wait_for()
+            assert 'stopped before it ended' in page.locator('.notice.info').inner_text()
+            page.locator('button.resume').click()
+            page.locator('.run-page[data-status=completed]').wait_for()
+            assert page.locator('section[data-section=value]').inner_text().strip().endswith('3')
+    finally:
+        h.close()
 
 
 HOSTILE_MARKDOWN = '''# Findings <script>window.pwned = 1</script>

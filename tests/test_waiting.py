@@ -20,7 +20,7 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness import CallContext, Harness, Pending, WorkflowError
+from harness import CallContext, Harness, Pending, RunBusy, WorkflowError
 from harness._store import RunStore
 
 WORKER = Path(__file__).with_name('waiting_worker.py')
@@ -100,6 +100,61 @@ def test_gated_calls_in_one_gather_wait_together_and_are_decided_one_by_one(make
     assert sent == ['a']
     with pytest.raises(WorkflowError, match='is not waiting for approval'):
         h.approve(first.run_id, 2)
+
+
+def held_approval_harness(make_harness: Any, path: Path) -> tuple[Harness, asyncio.Event, asyncio.Event, list[str]]:
+    """A store-backed Harness whose gated `send` runs beside a `hold` that waits for the test: `(h, entered, go,
+    sent)`; `sent` lists the emails that really went."""
+    h = make_harness(store=str(path))
+    entered, go, sent = asyncio.Event(), asyncio.Event(), []
+
+    @h.tool(side_effect=True, approval=True)
+    async def send(*, to: str) -> str:
+        sent.append(to)
+        return f'sent to {to}'
+
+    @h.tool
+    async def hold() -> int:
+        if not entered.is_set():  # only the first call is held
+            entered.set()
+            await go.wait()
+        return 1
+
+    return h, entered, go, sent
+
+
+async def test_a_decision_never_frees_the_hold_of_a_run_this_process_runs(make_harness: Any, tmp_path: Path) -> None:
+    """In one process (the studio) a call can be decided while the same process still runs its run: the decision
+    is refused as it would be from another process, and the run's hold is not given away (it ends `waiting`,
+    not `running` for ever with the gated call never run)."""
+    h, entered, go, sent = held_approval_harness(make_harness, tmp_path / 'runs.db')
+    run = asyncio.ensure_future(h.run('import asyncio\nawait asyncio.gather(send(to="ann"), hold())'))
+    await entered.wait()  # `send` is journaled waiting; the run still runs, in this process
+    [run_id] = [r.run_id for r in h.runs()]
+    assert [p.seq for p in h.pending(run_id)] == [1]
+    with pytest.raises(RunBusy, match='active in this process'):
+        await asyncio.to_thread(h.approve, run_id, 1)
+    go.set()
+    result = await run
+    assert result.status == 'waiting' and h.store.get_run(run_id).status == 'waiting'
+    assert await asyncio.to_thread(h.approve, run_id, 1) == [1]
+    assert (await h.resume(run_id)).value == ['sent to ann', 1]
+    assert sent == ['ann']
+
+
+async def test_one_resume_at_a_time_in_one_process(make_harness: Any, tmp_path: Path) -> None:
+    """Two resumes of one run in one process (an Approve clicked twice) exclude each other as two processes do:
+    the second is refused while the first runs, and the approved call runs once."""
+    h, entered, go, sent = held_approval_harness(make_harness, tmp_path / 'runs.db')
+    waiting = await h.run('a = await send(to="bo")\nb = await hold()\n[a, b]')
+    h.approve(waiting.run_id, 1)
+    first = asyncio.ensure_future(h.resume(waiting.run_id))
+    await entered.wait()
+    with pytest.raises(RunBusy, match='active in this process'):
+        await h.resume(waiting.run_id)
+    go.set()
+    assert (await first).value == ['sent to bo', 1]
+    assert sent == ['bo'] and h.store.get_run(waiting.run_id).status == 'completed'
 
 
 def test_the_orchestrator_defers_as_pydantic_ai_does_and_continues_from_the_snapshot(make_harness: Any) -> None:

@@ -113,6 +113,11 @@ function status(value) {
   return h('span', { class: `status status-${value}`, text: value });
 }
 
+// A run's status badge that a later footer of the same turn brings up to date (`TurnView.footer`).
+function runStatus(run) {
+  return h('span', { class: `status status-${run.status}`, 'data-run-status': run.run_id, text: run.status });
+}
+
 function runLink(run, text) {
   return h('a', { href: `/runs/${run.run_id}`, 'data-nav': '', class: 'run-link', text: text ?? run.short_id });
 }
@@ -251,6 +256,9 @@ async function runPage(runId, flash) {
   if (run.status === 'running') {
     page.append(notice('This run is running: the page follows it.', 'info'));
     poll = setTimeout(() => { if (location.pathname === `/runs/${run.run_id}`) runPage(run.run_id); }, 1500);
+  } else if (run.status === 'interrupted') {
+    // Also what a followed run turns into when its process is killed: the server reads it so once nobody holds it.
+    page.append(notice('This run stopped before it ended (cancelled, or its process is gone). Resume continues it from its last snapshot; journaled calls are not repeated.', 'info'));
   }
   if (run.error) page.append(section('Error', pre(run.error, 'code error-text')));
   if (run.status === 'completed') page.append(section('Value', pre(json(run.value))));
@@ -324,16 +332,18 @@ function replayReport(result) {
 function approvals(run, busy) {
   const box = section('Waiting for approval');
   box.classList.add('approvals');
-  box.append(h('p', { class: 'muted', text: 'Each call below runs only if you approve it; a rejected call raises PermissionError(reason) in the script. Once every call is decided the run resumes.' }));
+  box.append(h('p', { class: 'muted', text: run.actions.decide
+    ? 'Each call below runs only if you approve it; a rejected call raises PermissionError(reason) in the script. Once every call is decided the run resumes.'
+    : 'The run is still running its other calls: decide once it has stopped to wait (the page follows it).' }));
   for (const call of run.pending) {
-    const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': `reason to reject #${call.seq}` });
+    const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': `reason to reject #${call.seq}`, disabled: !run.actions.decide });
     const item = h('div', { class: 'pending-call', 'data-seq': call.seq },
       h('div', { class: 'pending-head' }, h('strong', { text: `#${call.seq} ${call.callee}` })),
       pre(json(call.arguments)),
       h('div', { class: 'decide' },
-        h('button', { class: 'approve primary', text: 'Approve', onclick: () => decide(run, call, true, '', busy) }),
+        h('button', { class: 'approve primary', text: 'Approve', disabled: !run.actions.decide, onclick: () => decide(run, call, true, '', busy) }),
         reason,
-        h('button', { class: 'reject danger', text: 'Reject', onclick: () => decide(run, call, false, reason.value, busy) })));
+        h('button', { class: 'reject danger', text: 'Reject', disabled: !run.actions.decide, onclick: () => decide(run, call, false, reason.value, busy) })));
     box.append(item);
   }
   return box;
@@ -345,6 +355,8 @@ async function decide(run, call, approve, reason, busy) {
     busy.classList.remove('hidden');
     return;
   }
+  // One decision at a time: a second click while this one is on its way would decide (and resume) twice.
+  for (const button of document.querySelectorAll('.run-page button')) button.disabled = true;
   try {
     const result = await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, {
       method: 'POST', body: approve ? { seq: call.seq } : { seq: call.seq, reason },
@@ -771,6 +783,9 @@ class TurnView {
   footer(data) {
     this.renderAnswer();
     this.element.dataset.status = data.status;
+    for (const r of data.runs) {  // a badge shown before the turn went on (read back from the store) says it waits
+      for (const badge of this.element.querySelectorAll(`[data-run-status="${r.run_id}"]`)) badge.replaceWith(runStatus(r));
+    }
     const runs = data.runs.map((r) => [runLink(r), r.status === 'completed' ? '' : [' ', status(r.status)], ' ']);
     const calls = data.runs.reduce((sum, r) => sum + r.calls, 0);
     const lines = [h('div', {}, runs.length ? ['run ', runs, `· ${calls} call(s)`] : 'no script ran')];
@@ -795,13 +810,14 @@ class TurnView {
         const state = h('span', { class: 'muted decided' });
         const decide = async (approve) => {
           if (!approve && !reason.value.trim()) { state.textContent = 'say why you reject it'; return; }
+          for (const b of item.querySelectorAll('button')) b.disabled = true;  // decided once, even if clicked twice
           try {
             await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, { method: 'POST', body: approve ? { seq: call.seq } : { seq: call.seq, reason: reason.value } });
           } catch (error) {
+            for (const b of item.querySelectorAll('button')) b.disabled = false;
             state.textContent = error.message;
             return;
           }
-          for (const b of item.querySelectorAll('button')) b.disabled = true;
           reason.disabled = true;
           state.textContent = approve ? 'approved' : 'rejected';
           left.delete(key);
@@ -825,6 +841,8 @@ class TurnView {
   async goOn(panel) {
     panel.classList.add('decided');
     this.waiting = false;
+    // The footer said where the turn stopped (its runs waiting); the turn going on ends with a footer of its own.
+    for (const footer of this.body.querySelectorAll('.turn-footer')) footer.remove();
     await this.stream('/api/chat?continue=1', { trigger: 'submit-message', id: this.chat.id, messages: [] });
   }
 
@@ -839,7 +857,7 @@ class TurnView {
         this.call({ kind, run_id: run.run_id, seq: call.seq, callee: call.callee, text: call.text, source: call.source,
           elapsed: call.duration, error: call.error || call.status, result: call.result });
       }
-      attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', status(run.status)));
+      attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', runStatus(run)));
     }
     if (turn.answer) {
       this.answerText = turn.answer;
@@ -847,7 +865,9 @@ class TurnView {
       this.body.append(this.answer);
       this.renderAnswer();
     } else if (turn.status !== 'waiting') {
-      this.body.append(h('p', { class: 'muted', text: `the turn ended ${turn.status}${turn.error ? `: ${turn.error}` : ''}` }));
+      // A failed turn's error is the footer's notice; said here too, it would read twice.
+      const why = turn.error && turn.status !== 'failed' ? `: ${turn.error}` : '';
+      this.body.append(h('p', { class: 'muted', text: `the turn ended ${turn.status}${why}` }));
     }
     const priced = turn.runs.filter((r) => r.usage);
     const sub = priced.length ? priced.reduce((total, r) => {
