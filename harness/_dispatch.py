@@ -30,7 +30,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from ._budget import BudgetSpent
 from ._catalog import Callee, WrongReturn
 from ._context import CallContext, RunScope
-from ._errors import ReplayDivergence, WorkflowRuntimeError
+from ._errors import BudgetExceeded, ReplayDivergence, WorkflowRuntimeError
 from ._history import History, answered, charged
 from ._journal import Journal, Snapshot
 from ._recorded import current as recorded_calls
@@ -50,6 +50,11 @@ from ._rules import MAX_REFUSALS, Ledger, Policy, refusal
 from ._store import Decision
 from ._tracing import TRACER, record_exception
 from ._values import NotPlainData, to_plain
+
+MAX_WITHHELD = 1_000
+"""Budget refusals one fan-out may hold back behind its running calls; past that the script is stopped once those
+calls finish. Each refused call still costs the sandbox a pause: a gather of 100,000 past a budget of 50 would
+otherwise spend half a minute being refused."""
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
 SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
@@ -207,6 +212,12 @@ class Dispatcher:
             self.show_refusal(record, exc)
             if self.live():  # one fan-out past the budget, not a script retrying: not counted as a retry
                 self.withheld[future] = {'exception': exc}
+                if len(self.withheld) > MAX_WITHHELD:
+                    raise BudgetExceeded(
+                        f'The script stopped: one fan-out asked for more than {MAX_WITHHELD:,} calls past its budget '
+                        f'({self.budget.summary()}). The calls within the budget ran; answer with the completed '
+                        'results, and do not fan out past the budget.'
+                    ) from None
             else:
                 self.count_refusal(exc.budget)
                 future.set_result({'exception': exc})
@@ -417,6 +428,18 @@ class Dispatcher:
         for record in records:
             if record.status == 'ok' and record.source in ('live', 'baseline'):
                 self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
+
+    async def drain(self) -> None:
+        """The script is stopped with calls admitted within the budget (a fan-out far past it): they still run to
+        their end and are journaled, as they would have had the script waited for them. (On Temporal their
+        activities are not waited for: `wind_down` cancels them.)"""
+        self.withheld = {}
+        if self.defer:
+            return
+        await self.launch()
+        running = list(self.running)
+        await asyncio.gather(*(task for task, _ in self.running.values()), return_exceptions=True)
+        await self.settle(running)
 
     async def wind_down(self, *, pausing: bool = False) -> None:
         """The script ended (or failed) with calls it did not wait for: none may outlive it, and how

@@ -20,7 +20,7 @@ from typing import Any, cast
 import pydantic_monty as monty
 
 from ._dispatch import Dispatcher
-from ._errors import RunWaiting, WorkflowRuntimeError
+from ._errors import BudgetExceeded, RunWaiting, WorkflowRuntimeError
 from ._joins import HOST_FUNCTIONS, Joins
 from ._records import Outcome, Pending, PendingCall
 from ._store import Checkpoint
@@ -68,7 +68,9 @@ class ScriptLoop:
                 ) from None
         except BaseException as exc:
             # A gather that failed abandons its other calls; nothing may outlive the script. A run that
-            # stops to wait keeps the calls it waits on.
+            # stops to wait keeps the calls it waits on; one stopped past its budget lets the calls within it end.
+            if isinstance(exc, BudgetExceeded):
+                await self.dispatcher.drain()
             await self.dispatcher.wind_down(pausing=isinstance(exc, RunWaiting))
             raise
         finally:

@@ -162,6 +162,21 @@ def test_a_fan_out_far_past_the_budget_is_not_taken_for_a_retry_loop(make_harnes
         h.run_sync('for i in range(150):\n    try:\n        await work(i=i)\n    except RuntimeError:\n        pass')
 
 
+def test_a_fan_out_thousands_past_the_budget_stops_once_the_calls_within_it_ended(make_harness):
+    """Each refused call costs the sandbox a pause: past MAX_WITHHELD refusals behind one fan-out the script is
+    stopped, after the budget's worth of calls has run and been journaled (a 100,000-way gather took 33 s)."""
+    from harness._dispatch import MAX_WITHHELD
+
+    h = make_harness(max_agent_calls=5)
+    stats = counting_agent(h)
+    with pytest.raises(BudgetExceeded, match=f'more than {MAX_WITHHELD:,} calls past its budget') as info:
+        h.run_sync(f'import asyncio\nawait asyncio.gather(*[work(i=i) for i in range({MAX_WITHHELD * 3})])')
+    assert stats['calls'] == 5 and [c.status for c in info.value.completed] == ['ok'] * 5
+    assert '(5/5 sub-agent calls' in info.value.message
+    [run] = h.runs()
+    assert (run.status, run.calls_count) == ('failed', 5)
+
+
 def test_a_run_that_went_past_its_budget_replays_to_the_same_value(make_harness):
     h = make_harness(max_agent_calls=2)
     stats = counting_agent(h)

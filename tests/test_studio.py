@@ -348,11 +348,13 @@ def test_a_resume_cut_by_the_shutdown_still_records_its_ending(studio: Callable[
     s.post(f'/api/runs/{waiting.run_id}/approve', {'seq': 1})
     HELD.update(gate=threading.Event(), entered=threading.Event())
     seen: list[tuple[str, Any]] = []
+    closed = threading.Event()
     close = s.harness.aclose
 
     async def closing() -> None:  # how the run stands when the Harness (and its store) closes
         with sqlite3.connect(s.harness.store.path) as conn:  # type: ignore[union-attr]
             seen.append(conn.execute('SELECT status, owner FROM runs WHERE run_id = ?', (waiting.run_id,)).fetchone())
+        closed.set()
         await close()
 
     monkeypatch.setattr(s.harness, 'aclose', closing)
@@ -362,9 +364,10 @@ def test_a_resume_cut_by_the_shutdown_still_records_its_ending(studio: Callable[
     try:
         assert HELD['entered'].wait(60)  # #1 sent, #2 running: the run is held by the studio
         s.server.should_exit = True
-        s.thread.join(60)
+        assert closed.wait(60)
     finally:
-        HELD['gate'].set()
+        HELD['gate'].set()  # the cancelled step's thread ends: the server's loop can close its executor
+        s.thread.join(60)
         HELD.clear()
         resume.join(60)
     assert seen == [('interrupted', None)]
