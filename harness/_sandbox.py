@@ -153,8 +153,8 @@ class SandboxPool:
             self._opening = None
         if pool is not None:
             await pool.__aexit__(None, None, None)
-            # pydantic-monty 1.4.0: a process exiting right after closing a pool aborted (SIGABRT) now and then.
-            await asyncio.sleep(0.05)
+            global _last_closed
+            _last_closed = time.monotonic()
 
     def close_sync(self) -> None:
         if self._pool is None:
@@ -168,6 +168,12 @@ class SandboxPool:
 
 
 _live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+_last_closed: float | None = None
+"""When a pool was last closed (monotonic), so the process does not exit right after it."""
+EXIT_GRACE_SECS = 0.05
+"""pydantic-monty 1.4.0: a process exiting right after closing a pool aborted (SIGABRT) now and then; a short
+pause between the close and the exit stopped it. The pause is taken once, at exit, not at every close (a
+test suite closes hundreds of pools)."""
 
 
 @atexit.register
@@ -175,8 +181,8 @@ def _close_pools_at_exit() -> None:
     for pool in list(_live_pools):
         with contextlib.suppress(Exception):
             pool.close_sync()
-    if _live_pools:
-        time.sleep(0.05)
+    if _last_closed is not None:
+        time.sleep(max(0.0, EXIT_GRACE_SECS - (time.monotonic() - _last_closed)))
 
 
 def default_workers() -> int:

@@ -6,6 +6,7 @@ for what a process says, not for time to pass."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import queue
 import re
@@ -45,6 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     logfire.configure(send_to_logfire=False, console=False)
     logfire.instrument_pydantic_ai()
+    # Typer's CliRunner builds the whole click command tree from the app's signatures at every invoke (about 20 ms
+    # for this app, and the suite invokes it hundreds of times); the app does not change, so it is built once.
+    import typer.testing
+
+    typer.testing._get_command = functools.cache(typer.testing._get_command)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
