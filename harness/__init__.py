@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         WorkflowRuntimeError,
         WorkflowTypeError,
     )
-    from ._evals import EvalError, EvalResult
+    from ._evals import EvalError, EvalOptions, EvalResult
     from ._evaluators import (
         HARNESS_EVALUATORS,
         MaxBudgetUsed,
@@ -57,6 +57,7 @@ _WHERE = {
     'CheckReport': '._check',
     'Diagnostic': '._check',
     'EvalError': '._evals',
+    'EvalOptions': '._evals',
     'EvalResult': '._evals',
     'HARNESS_EVALUATORS': '._evaluators',
     'Harness': '._engine',
@@ -115,6 +116,7 @@ __all__ = [
     'CheckReport',
     'Diagnostic',
     'EvalError',
+    'EvalOptions',
     'EvalResult',
     'Harness',
     'MaxBudgetUsed',

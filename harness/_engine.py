@@ -14,7 +14,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast, overload
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, DeferredToolRequests
@@ -48,7 +48,7 @@ from ._tracing import configure_tracing
 from ._values import NotPlainData, jsonable, plain
 
 if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness
-    from ._evals import EvalResult
+    from ._evals import EvalOptions, EvalResult
     from ._temporal import Conversation
 
 F = TypeVar('F', bound=Callable[..., Any])
@@ -671,44 +671,29 @@ class Harness:
 
     # -- evals ------------------------------------------------------------------------------------
 
-    async def evaluate(
-        self,
-        dataset: Any,
-        *,
-        model: Any = None,
-        instructions: str | None = None,
-        name: str | None = None,
-        max_concurrency: int | None = 4,
-        progress: bool = False,
-        baseline: str | None = None,
-        reuse_calls: str | None = None,
-        reuse_side_effects: Iterable[str] = (),
-        **agent_kwargs: Any,
-    ) -> EvalResult:
+    async def evaluate(self, dataset: Any, **options: Unpack[EvalOptions]) -> EvalResult:
         """Score the orchestrator on a pydantic-evals `Dataset` (or a dataset file): each case's inputs are
         the prompt (a string, or a mapping with `prompt`); its answer is the output the evaluators score.
+        The options (`EvalOptions`, all keyword-only):
 
-        Cases run at most `max_concurrency` at once; every case's scripts are stored runs, and the eval is
-        stored with pydantic-evals' report (`EvalResult.eval_id`). `baseline`: a stored eval whose report
+        Cases run at most `max_concurrency` (default 4) at once; every case's scripts are stored runs, and the
+        eval is stored with pydantic-evals' report (`EvalResult.eval_id`). `baseline`: a stored eval whose report
         this one is compared with (`EvalResult.render()` gives pydantic-evals' diff). `reuse_calls`: a
         stored eval whose journal answers a call of the same case with the same callee and arguments (its
         signature and `version=` unchanged) instead of running it; side-effecting callees and those that
         need approval run live unless named in `reuse_side_effects`. It is also the baseline unless
         another is given. `model` (default: `HARNESS_MODEL`, `HARNESS_BASE_URL` or a provider key, as the
-        command line chooses), `instructions` and `agent_kwargs` are as for `orchestrator` (`model_label=`
-        names the model in the report when its repr does not).
+        command line chooses) and `instructions` are as for `orchestrator`, `agent_options` its other keyword
+        arguments; `model_label` names the model in the report when its repr does not, `name` the eval,
+        `progress` shows pydantic-evals' progress bar.
         """
         from ._evals import evaluate
 
-        return await evaluate(
-            self, dataset, model=model, instructions=instructions, name=name, max_concurrency=max_concurrency,
-            progress=progress, baseline=baseline, reuse_calls=reuse_calls, reuse_side_effects=reuse_side_effects,
-            **agent_kwargs,
-        )
+        return await evaluate(self, dataset, **options)
 
-    def evaluate_sync(self, dataset: Any, **kwargs: Any) -> EvalResult:
+    def evaluate_sync(self, dataset: Any, **options: Unpack[EvalOptions]) -> EvalResult:
         """Blocking twin of `evaluate`."""
-        return self._sync(self.evaluate(dataset, **kwargs))
+        return self._sync(self.evaluate(dataset, **options))
 
     # -- lifetime ---------------------------------------------------------------------------------
 

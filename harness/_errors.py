@@ -97,3 +97,14 @@ class ReplayDivergence(WorkflowError):
 
 class SnapshotError(WorkflowError):
     """A stored snapshot is corrupt, tampered with, or from an incompatible version."""
+
+
+def raised_as(name: str | None) -> type[WorkflowError]:
+    """The class a failure reported by its class name (by a Temporal worker's advance, in another process) is raised
+    as in the caller: the `WorkflowError` subclass of that name, else `WorkflowRuntimeError` (the script failed)."""
+    found: list[type[WorkflowError]] = [WorkflowError]
+    for cls in found:
+        if cls.__name__ == name and cls.__init__ in (WorkflowError.__init__, WorkflowTypeError.__init__):
+            return cls  # (one made from a message alone: not RunBusy or NeedsDecision, which hold more)
+        found.extend(cls.__subclasses__())
+    return WorkflowRuntimeError

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import ValidationError
 from pydantic_ai import DeferredToolRequests
@@ -437,22 +437,35 @@ def trusted_calls(store: RunStore, run: RunRow) -> list[CallRecord]:
     return [] if store.verify(run.run_id) else store.calls(run.run_id)
 
 
-async def evaluate(
-    harness: EvalHost,
-    dataset: Dataset[Any, Any, Any] | str | Path,
-    *,
-    model: Any = None,
-    instructions: str | None = None,
-    name: str | None = None,
-    max_concurrency: int | None = 4,
-    progress: bool = False,
-    baseline: str | None = None,
-    reuse_calls: str | None = None,
-    reuse_side_effects: Iterable[str] = (),
-    source: str | None = None,
-    model_label: str | None = None,
-    **agent_kwargs: Any,
-) -> EvalResult:
+class EvalOptions(TypedDict, total=False):
+    """The keyword options of `Harness.evaluate` (its docstring says what each does)."""
+
+    model: Any
+    instructions: str | None
+    name: str | None
+    max_concurrency: int | None
+    progress: bool
+    baseline: str | None
+    reuse_calls: str | None
+    reuse_side_effects: Iterable[str]
+    source: str | None
+    """Where the dataset came from, for the stored eval (a dataset file's path is taken by default)."""
+    model_label: str | None
+    allow: Iterable[str] | None
+    deny: Iterable[str] | None
+    agent_options: Mapping[str, Any]
+    """Further keyword arguments of `Harness.orchestrator` (pydantic-ai `Agent` options)."""
+
+
+async def evaluate(harness: EvalHost, dataset: Dataset[Any, Any, Any] | str | Path,
+                   **options: Unpack[EvalOptions]) -> EvalResult:
+    unknown = sorted(set(options) - set(EvalOptions.__annotations__))
+    if unknown:  # a TypedDict is not checked at run time: a misspelt option would be dropped without a word
+        raise TypeError(f'evaluate() got unknown option(s) {", ".join(unknown)}; its options are '
+                        f'{", ".join(EvalOptions.__annotations__)} (Agent options go in agent_options={{...}})')
+    model, model_label = options.get('model'), options.get('model_label')
+    instructions, name, source = options.get('instructions'), options.get('name'), options.get('source')
+    baseline, reuse_calls = options.get('baseline'), options.get('reuse_calls')
     if model is None:  # as the command line chooses it: HARNESS_MODEL, HARNESS_BASE_URL, a provider key
         choice = choose_model()
         if choice.demo:
@@ -477,9 +490,12 @@ async def evaluate(
     if reused is not None:
         metadata['reuse_calls'] = reused['eval_id']
     evaluation = Evaluation(
-        harness=harness, store=store, agent=harness.orchestrator(model, instructions=instructions, **agent_kwargs),
+        harness=harness, store=store,
+        agent=harness.orchestrator(model, instructions=instructions, allow=options.get('allow'),
+                                   deny=options.get('deny'), **options.get('agent_options', {})),
         eval_id=eval_id, reuse_from=reused['eval_id'] if reused else None,
-        reuse_side_effects=frozenset(reuse_side_effects), kinds={n: c.kind for n, c in harness.callees.items()},
+        reuse_side_effects=frozenset(options.get('reuse_side_effects', ())),
+        kinds={n: c.kind for n, c in harness.callees.items()},
     )
     store.create_eval({
         'eval_id': eval_id, 'name': name or eval_id[:7], 'dataset': dataset.name, 'source': source, 'model': label,
@@ -488,7 +504,8 @@ async def evaluate(
     })
     try:
         report = await dataset.evaluate(
-            orchestrator, name=name or eval_id[:7], max_concurrency=max_concurrency, progress=progress,
+            orchestrator, name=name or eval_id[:7], max_concurrency=options.get('max_concurrency', 4),
+            progress=options.get('progress', False),
             metadata=metadata, lifecycle=lambda case: CaseRun(case, evaluation),
         )
     except BaseException:

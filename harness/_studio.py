@@ -218,16 +218,34 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
     return app
 
 
-class Answering:
+class HttpMiddleware:
+    """A plain ASGI middleware that acts on HTTP requests only (`http`) and passes anything else through untouched;
+    plain ASGI, so streamed bodies pass as they are."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope['type'] != 'http':
+            await self.app(scope, receive, send)
+            return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+class Answering(HttpMiddleware):
     """Keeps the task of each request while it is answered (its streamed body included), so the app's shutdown
     can let them end before it closes the Harness."""
 
     def __init__(self, app: Any, *, tasks: set[asyncio.Task[Any]]) -> None:
-        self.app, self.tasks = app, tasks
+        super().__init__(app)
+        self.tasks = tasks
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
         task = asyncio.current_task()
-        if scope['type'] != 'http' or task is None:
+        if task is None:
             await self.app(scope, receive, send)
             return
         self.tasks.add(task)
@@ -237,20 +255,13 @@ class Answering:
             self.tasks.discard(task)
 
 
-class SecurityHeaders:
-    """Adds the content security policy (and friends) to every response; plain ASGI, so streams pass untouched."""
+class SecurityHeaders(HttpMiddleware):
+    """Adds the content security policy (and friends) to every response."""
 
     HEADERS = ((b'content-security-policy', CSP.encode()), (b'x-content-type-options', b'nosniff'),
                (b'referrer-policy', b'no-referrer'))
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope['type'] != 'http':
-            await self.app(scope, receive, send)
-            return
-
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
         async def with_headers(message: Any) -> None:
             if message['type'] == 'http.response.start':
                 message = {**message, 'headers': [*message.get('headers', []), *self.HEADERS]}
@@ -259,18 +270,12 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-class OneLineErrors:
+class OneLineErrors(HttpMiddleware):
     """Anything else that goes wrong in a request is one line: in the answer (a 500 with the error's type and
     message, when nothing was sent yet) and on the server's stderr; never a traceback. (Starlette's own
     handler for `Exception` would log the traceback and raise again.)"""
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope['type'] != 'http':
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Any, receive: Any, send: Any) -> None:
         started = False
 
         async def watch(message: Any) -> None:

@@ -33,16 +33,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from ._catalog import Callee
 from ._context import RunScope
 from ._dispatch import Dispatcher, validate_arguments
-from ._errors import (
-    BudgetExceeded,
-    PolicyViolation,
-    RunBusy,
-    SandboxCrashed,
-    SnapshotError,
-    WorkflowError,
-    WorkflowRuntimeError,
-    WorkflowTypeError,
-)
+from ._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
 from ._journal import Journal
 from ._records import CallRecord, EventHandler, WorkflowResult, new_run_id
 from ._rules import Access
@@ -78,11 +69,6 @@ class TemporalHost(Protocol):
 
 HEARTBEAT_EVERY = 1.0
 
-RAISED: dict[str, type[WorkflowError]] = {
-    cls.__name__: cls
-    for cls in (WorkflowError, WorkflowTypeError, WorkflowRuntimeError, PolicyViolation, BudgetExceeded, SnapshotError)
-}
-"""The errors a failed workflow is raised as in the caller, by the name the advance reported."""
 
 
 @contextlib.asynccontextmanager
@@ -334,7 +320,7 @@ def ended(out: Advanced, run_id: str, calls: list[CallRecord]) -> WorkflowResult
     """A finished script workflow as `Harness.run` reports it: its result, or its error raised."""
     if out.status == 'completed':
         return WorkflowResult(value=out.value, run_id=run_id, status='completed', calls=calls, printed=out.printed)
-    error = RAISED.get(out.error_type or '', WorkflowRuntimeError)(out.error or 'the script failed')
+    error = raised_as(out.error_type)(out.error or 'the script failed')
     error.run_id, error.printed = run_id, out.printed
     error.completed = [CallRecord(seq=c['seq'], callee=c['callee'], arguments=c['arguments'], line=None, status='ok',
                                   result=c['result']) for c in out.completed]

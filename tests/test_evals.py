@@ -450,3 +450,11 @@ def test_cases_run_at_most_max_concurrency_at_once(make_harness):
 
     h.evaluate_sync(dataset(), model=FunctionModel(respond), max_concurrency=1)
     assert most == 1
+
+
+def test_an_unknown_evaluate_option_is_refused_by_name(make_harness):
+    """The options are a TypedDict (one definition for `Harness.evaluate` and its implementation); a misspelt one is
+    a TypeError naming it, not silently dropped."""
+    h = make_harness()
+    with pytest.raises(TypeError, match='unknown option.*max_concurency.*agent_options'):
+        h.evaluate_sync(dataset(), model=orchestrator_model(), max_concurency=1)  # type: ignore[call-arg]

@@ -471,3 +471,14 @@ def test_temporal_none_turns_temporal_off_even_when_the_environment_names_a_serv
     finally:
         for h in made:
             h.close()
+
+
+def test_an_error_a_worker_reports_by_name_is_raised_as_its_class_in_the_caller() -> None:
+    """A failed advance reports its error's class name; the caller raises that `WorkflowError` (one made from a
+    message alone), else `WorkflowRuntimeError`: never a name it cannot build."""
+    from harness import BudgetExceeded, PolicyViolation, WorkflowRuntimeError, WorkflowTypeError
+    from harness._errors import raised_as
+
+    assert [raised_as(n) for n in ('BudgetExceeded', 'PolicyViolation', 'WorkflowTypeError')] == [
+        BudgetExceeded, PolicyViolation, WorkflowTypeError]
+    assert {raised_as(n) for n in ('RunBusy', 'NeedsDecision', 'KeyError', None)} == {WorkflowRuntimeError}
