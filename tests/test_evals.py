@@ -456,5 +456,5 @@ def test_an_unknown_evaluate_option_is_refused_by_name(make_harness):
     """The options are a TypedDict (one definition for `Harness.evaluate` and its implementation); a misspelt one is
     a TypeError naming it, not silently dropped."""
     h = make_harness()
-    with pytest.raises(TypeError, match='unknown option.*max_concurency.*agent_options'):
+    with pytest.raises(TypeError, match=r'unknown option.*max_concurency.*agent_options'):
         h.evaluate_sync(dataset(), model=orchestrator_model(), max_concurency=1)  # type: ignore[call-arg]
