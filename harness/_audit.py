@@ -7,7 +7,7 @@ model could write, not for one script (that is `Harness.analyze`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ._engine import Harness
@@ -28,12 +28,12 @@ ENFORCEMENT = [
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class CalleeAudit:
     name: str
     kind: str
     irreversible: bool
-    guards: list[str] = field(default_factory=list)
+    guards: tuple[str, ...] = ()
     on_crash: str = ''
 
 
@@ -82,7 +82,7 @@ def audit(h: Harness) -> Audit:
                         'silently. Finished: answered from the journal, never repeated.')
         else:
             on_crash = 'in flight at a crash: run again on resume (attempt 2). Finished: answered from the journal.'
-        callees.append(CalleeAudit(name, callee.kind, callee.side_effect, guards, on_crash))
+        callees.append(CalleeAudit(name, callee.kind, callee.side_effect, tuple(guards), on_crash))
     bounds = {
         'max_agent_calls': h.max_agent_calls,
         'max_tool_calls': h.max_tool_calls,
