@@ -9,10 +9,13 @@ sub-agents are imported inside the commands that run something. Keep new top-lev
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,7 +29,7 @@ from ._live import LiveCalls
 from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
 from ._models import DEMO_NOTICE, ModelChoice, choose_model
 from ._records import WorkflowResult
-from ._store import RunRow, RunStore, StoreError
+from ._store import RunRow, RunStore, StoreError, lookup
 
 if TYPE_CHECKING:
     from ._engine import Harness
@@ -96,10 +99,69 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def build(
-    store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None,
-    temporal: str | None = None, tools: list[str] | None = None,
-) -> tuple[Harness, ModelChoice]:
+@dataclass(frozen=True)
+class Where:
+    """Where a command's catalog and run store come from: its --store, --agents, --tools and --root."""
+
+    store: str | None = None
+    agents: list[str] | None = None
+    tools: list[str] | None = None
+    root: Path | None = None
+
+    def harness(
+        self, model: str | None = None, *, opens_store: bool = False, temporal: str | None = None
+    ) -> tuple[Harness, ModelChoice]:
+        """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad
+        one is reported before anything runs."""
+        from pydantic_ai.exceptions import UserError
+
+        try:
+            h, choice = build(self, model, temporal)
+        except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
+            raise fail(str(exc)) from None
+        if opens_store:
+            try:
+                _ = h.store
+            except StoreError as exc:
+                h.close()
+                raise fail(str(exc)) from None
+        return h, choice
+
+    def stored_run_harness(self) -> Harness:
+        """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
+        require_store(self.store)
+        h, _ = self.harness(opens_store=True)
+        return h
+
+
+# The options `Where` holds, in their `--help` order.
+WHERE_OPTIONS: dict[str, Any] = {'store': StoreOpt, 'agents': AgentsOpt, 'tools': ToolsOpt, 'root': RootOpt}
+
+
+def catalog_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The command with --store, --agents, --tools and --root in place of its `where: Where` parameter (so
+    `--help` lists them where that parameter stands), handed to it as one `Where`.
+
+    typer reads a command's options from `inspect.signature` and `get_type_hints`, so the wrapper carries the
+    rewritten `__signature__` and `__annotations__`; `where` is keyword-only, so it may follow defaults."""
+    signature = inspect.signature(command, eval_str=True)
+    params = list(signature.parameters.values())
+    at = next(i for i, p in enumerate(params) if p.name == 'where')
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+              for name, annotation in WHERE_OPTIONS.items()]
+    params[at:at + 1] = shared
+
+    @functools.wraps(command)
+    def with_where(**options: Any) -> None:
+        where = Where(**{name: options.pop(name) for name in WHERE_OPTIONS})
+        command(**options, where=where)
+
+    with_where.__signature__ = signature.replace(parameters=params)  # ty: ignore[missing-attribute]
+    with_where.__annotations__ = {p.name: p.annotation for p in params} | {'return': signature.return_annotation}
+    return with_where
+
+
+def build(where: Where, model: str | None = None, temporal: str | None = None) -> tuple[Harness, ModelChoice]:
     """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
 
     It runs scripts on Temporal when `--temporal`, else `HARNESS_TEMPORAL`, else `[tool.harness] temporal`
@@ -112,45 +174,15 @@ def build(
     config = find_project_config()
     choice = choose_model(model, config_model=config.model)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
-    h = Harness(store=resolve_store(store, config), temporal=address, task_queues=config.task_queues)
+    h = Harness(store=resolve_store(where.store, config), temporal=address, task_queues=config.task_queues)
     register_builtins(h, model=None if choice.demo else choice.model)
-    workspace = root or (Path(config.workspace) if config.workspace else Path('.'))
+    workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)
-    for spec in [*config.agents, *(agents or [])]:
+    for spec in [*config.agents, *(where.agents or [])]:
         merge_into(h, load_object(spec, search_path=config.root), spec=spec)
-    for spec in [*config.tools, *(tools or [])]:
+    for spec in [*config.tools, *(where.tools or [])]:
         merge_tools(h, load_object(spec, search_path=config.root, option='--tools'), spec=spec)
     return h, choice
-
-
-def build_or_exit(
-    store: str | None, agents: list[str] | None, root: Path | None, model: str | None = None, *,
-    opens_store: bool = False, temporal: str | None = None, tools: list[str] | None = None,
-) -> tuple[Harness, ModelChoice]:
-    """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad one
-    is reported before anything runs."""
-    from pydantic_ai.exceptions import UserError
-
-    try:
-        h, choice = build(store, agents, root, model, temporal, tools)
-    except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
-        raise fail(str(exc)) from None
-    if opens_store:
-        try:
-            _ = h.store
-        except StoreError as exc:
-            h.close()
-            raise fail(str(exc)) from None
-    return h, choice
-
-
-def harness_for_stored_run(
-    store: str | None, agents: list[str] | None, root: Path | None, tools: list[str] | None = None
-) -> Harness:
-    """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
-    require_store(store)
-    h, _ = build_or_exit(store, agents, root, opens_store=True, tools=tools)
-    return h
 
 
 def read_script(script: Path) -> str:
@@ -181,18 +213,17 @@ def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
 
 
 @app.command('exec')
+@catalog_options
 def exec_(
     script: Annotated[Path, typer.Argument(help='The workflow script to run.')],
     input: Annotated[list[str] | None, typer.Option('--input', help='name=JSON, bound as a global.')] = None,
     as_json: Annotated[bool, typer.Option('--json', help='Print the result as JSON only.')] = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Run a workflow script directly, no model involved."""
     code = read_script(script)
-    h, _ = build_or_exit(store, agents, root, opens_store=True, tools=tools)
+    h, _ = where.harness(opens_store=True)
     inputs = parse_inputs(input)
     if not as_json:
         h.on_event = LiveCalls(console)
@@ -227,20 +258,19 @@ def exec_(
 
 
 @app.command()
+@catalog_options
 def check(
     script: Annotated[Path, typer.Argument(help='The workflow script to check.')],
     graph: Annotated[bool, typer.Option('--graph', help='Also print what the script can call, and where.')] = False,
     mermaid: Annotated[
         bool, typer.Option('--mermaid', help="Print a Mermaid flowchart of the script's possible calls instead.")
     ] = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Type check a script against the catalog and its rules; exit 1 with the messages on failure."""
     code = read_script(script)
-    h, _ = build_or_exit(store, agents, root, tools=tools)
+    h, _ = where.harness()
     try:
         report = h.check(code)
         analysis = h.analyze(code) if report.ok and (graph or mermaid) else None
@@ -260,12 +290,11 @@ def check(
 
 
 @app.command()
+@catalog_options
 def audit(
     as_json: Annotated[bool, typer.Option('--json', help='Print the audit as JSON.')] = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """The catalog's audit: what is irreversible, what guards each callee, the bounds, what a crash does.
 
@@ -274,7 +303,7 @@ def audit(
     """
     from ._audit import audit as audit_catalog
 
-    h, _ = build_or_exit(store, agents, root, tools=tools)
+    h, _ = where.harness()
     try:
         report = audit_catalog(h)
     finally:
@@ -286,15 +315,14 @@ def audit(
 
 
 @app.command()
+@catalog_options
 def agents(
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
     plain: Annotated[bool, typer.Option('--plain', help='No colours.')] = False,
 ) -> None:
     """The catalog: every sub-agent and tool with its signature, as the model sees it."""
-    h, _ = build_or_exit(store, agents, root, tools=tools)
+    h, _ = where.harness()
     stubs = h.stubs()
     kinds = kinds_line(h)
     h.close()
@@ -316,18 +344,17 @@ def kinds_line(h: Harness) -> str:
 
 
 @app.command()
+@catalog_options
 def ask(
     prompt: Annotated[str, typer.Argument(help='What to ask the orchestrator.')],
     model: ModelOpt = None,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """One orchestrator turn, streamed: the script, every call, then the answer (Markdown) and the run ids."""
     if not prompt.strip():
         raise fail('the prompt is empty: ask something, e.g. harness ask "review src/ for bugs"')
-    session = start_session(store, agents, root, model, tools)
+    session = start_session(where, model)
     try:
         outcome = session.turn(prompt)
     except KeyboardInterrupt:
@@ -343,6 +370,7 @@ def ask(
 
 
 @app.command()
+@catalog_options
 def chat(
     conversation: Annotated[
         str | None, typer.Argument(help='A stored conversation to continue (an id or a unique prefix).')
@@ -351,16 +379,14 @@ def chat(
         bool, typer.Option('--continue', '-c', help='Continue a stored conversation: CONVERSATION, else the latest.')
     ] = False,
     model: ModelOpt = None,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """An interactive chat with the orchestrator, kept in the run store.
 
     /help lists its commands; Ctrl-C cancels the current turn, Ctrl-D exits.
     """
-    session = start_session(store, agents, root, model, tools)
+    session = start_session(where, model)
     try:
         if resume_last or conversation:
             try:
@@ -373,13 +399,12 @@ def chat(
 
 
 @app.command()
+@catalog_options
 def ui(
     port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).')] = 8765,
     model: ModelOpt = None,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """The studio: a local web page to chat with the orchestrator, read runs and traces, approve, replay, fork.
 
@@ -389,7 +414,7 @@ def ui(
         from ._studio import create_app, listen, serve
     except ImportError as exc:
         raise fail(f"the studio needs {exc.name}: pip install 'harness[ui]'") from None
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
+    h, choice = where.harness(model, opens_store=True)
     model_object = model_for(choice)
     try:
         sock = listen(port)
@@ -418,16 +443,15 @@ TEMPORAL_DEFAULT = '127.0.0.1:7233'
 
 
 @app.command()
+@catalog_options
 def worker(
     temporal: Annotated[str | None, typer.Option('--temporal', help='Temporal server address (else '
                                                  f'$HARNESS_TEMPORAL, else [tool.harness] temporal, else '
                                                  f'{TEMPORAL_DEFAULT}).')] = None,
     task_queue: Annotated[str, typer.Option('--task-queue', '-q', help='The task queue to poll.')] = 'harness',
     model: ModelOpt = None,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Run a Temporal worker: it advances scripts, runs the catalog's calls and the orchestrator's durable
     conversations from one task queue.
@@ -436,7 +460,7 @@ def worker(
     held is retried on another. Every worker needs the same catalog (--agents) and the same run store.
     """
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or find_project_config().temporal or TEMPORAL_DEFAULT
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True, temporal=address, tools=tools)
+    h, choice = where.harness(model, opens_store=True, temporal=address)
     h.task_queue = task_queue  # the orchestrator's scripts start on this worker's queue
     from ._temporal import serve
 
@@ -522,13 +546,7 @@ def open_store(store: str | None) -> RunStore:
 
 
 def find_run(db: RunStore, run_id: str) -> RunRow:
-    try:
-        run = db.get_run(run_id)
-    except StoreError as exc:
-        raise fail(str(exc)) from None
-    if run is None:
-        raise fail(f'no run {run_id!r} in {db.path}; `harness runs` lists them.')
-    return run
+    return lookup(db.get_run, run_id, missing=f'no run {run_id!r} in {db.path}; `harness runs` lists them.', error=fail)
 
 
 RUN_STATUSES = ('running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting')
@@ -633,7 +651,7 @@ def trace(
     if mermaid:
         from ._studio_views import graph_json
 
-        h, _ = build_or_exit(store, agents, root)
+        h, _ = Where(store, agents, root=root).harness()
         h.close()
         graph = graph_json(run, h.callees, calls)
         if graph['error']:
@@ -740,23 +758,23 @@ def show_waiting(result: WorkflowResult) -> None:
 
 
 @app.command()
+@catalog_options
 def replay(
     run_id: RunIdArg,
     from_seq: Annotated[int | None, typer.Option('--from', help='Start from the snapshot at call K.')] = None,
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
-    h = harness_for_stored_run(store, agents, root, tools)
+    h = where.stored_run_harness()
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
 
 @app.command()
+@catalog_options
 def resume(
     run_id: RunIdArg,
     retry_unknown: Annotated[
@@ -767,10 +785,8 @@ def resume(
     ] = None,
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Continue an interrupted run; recorded calls are not repeated."""
     answers: dict[int, Any] = {}
@@ -782,43 +798,41 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
-    h = harness_for_stored_run(store, agents, root, tools)
+    h = where.stored_run_harness()
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
                                          accept_changes=accept_changes), 'resumed')
 
 
 @app.command()
+@catalog_options
 def fork(
     run_id: RunIdArg,
     at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).')],
     result: Annotated[str, typer.Option('--result', help='Its result, as JSON.')],
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """A new run: calls before K from the journal, call K answered with RESULT, later calls live."""
     try:
         value = json.loads(result)
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
-    h = harness_for_stored_run(store, agents, root, tools)
+    h = where.stored_run_harness()
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
                'forked')
 
 
 @app.command()
+@catalog_options
 def diff(
     run_id: RunIdArg,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
-    h = harness_for_stored_run(store, agents, root, tools)
+    h = where.stored_run_harness()
     try:
         found = h.diff(run_id)
     except WorkflowError as exc:
@@ -922,13 +936,11 @@ def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
     return choice.model
 
 
-def start_session(
-    store: str | None, agents: list[str] | None, root: Path | None, model: str | None, tools: list[str] | None = None
-) -> Any:
+def start_session(where: Where, model: str | None) -> Any:
     """The Harness, and a session of its orchestrator on the chosen model (or the offline planner)."""
     from ._chat import Session
 
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
+    h, choice = where.harness(model, opens_store=True)
     model_object = model_for(choice, announce=True)
     live = LiveCalls(console)
     session = Session(h, console, lambda m: h.orchestrator(m, on_event=live), model_object, choice.label, live)
@@ -948,6 +960,7 @@ def close_session(session: Any) -> None:
 
 
 @app.command('eval')
+@catalog_options
 def eval_(
     dataset: Annotated[Path, typer.Argument(help='A pydantic-evals dataset (YAML or JSON); each case\'s inputs are '
                                             'the prompt.')],
@@ -964,10 +977,8 @@ def eval_(
     concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.')] = 4,
     name: Annotated[str | None, typer.Option('--name', help='The eval\'s name in reports (default: its id).')] = None,
     model: ModelOpt = None,
-    store: StoreOpt = None,
-    agents: AgentsOpt = None,
-    tools: ToolsOpt = None,
-    root: RootOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Score the orchestrator on a dataset: every case run (at most --concurrency at once) and stored, scored by
     the dataset's evaluators, and pydantic-evals' report printed. Exit 1 when a case fails or an assertion
@@ -986,7 +997,7 @@ def eval_(
             text = instructions.read_text()
         except OSError as exc:
             raise fail(f'cannot read {instructions}: {exc.strerror}') from None
-    h, choice = build_or_exit(store, agents, root, model, opens_store=True, tools=tools)
+    h, choice = where.harness(model, opens_store=True)
     model_object = model_for(choice, announce=True)
     try:
         result = h.evaluate_sync(

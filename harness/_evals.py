@@ -38,7 +38,7 @@ from ._evaluators import HARNESS_EVALUATORS
 from ._models import choose_model
 from ._recorded import RecordedCalls, answering_from
 from ._records import CallRecord, new_run_id
-from ._store import RunRow, RunStore, StoreError
+from ._store import RunRow, RunStore, lookup
 from ._tracing import configure_tracing
 from ._usage import Totals, format_cost, of_responses
 
@@ -537,13 +537,8 @@ def digest_of(instructions: str | None) -> str:
 
 
 def find_eval(store: RunStore, eval_id: str) -> dict[str, Any]:
-    try:
-        found = store.get_eval(eval_id)
-    except StoreError as exc:
-        raise EvalError(str(exc)) from None
-    if found is None:
-        raise EvalError(f'no stored eval {eval_id!r} in {store.path}; `harness evals` lists them.')
-    return found
+    missing = f'no stored eval {eval_id!r} in {store.path}; `harness evals` lists them.'
+    return lookup(store.get_eval, eval_id, missing=missing, error=EvalError)
 
 
 def stored_report(row: Mapping[str, Any]) -> EvaluationReport[Any, Any, Any]:

@@ -224,6 +224,18 @@ class StoreError(Exception):
     """The run store cannot do what was asked; the message says why and, where there is one, the fix."""
 
 
+def lookup(get: Callable[[str], T | None], key: str, *, missing: str, error: Callable[[str], Exception]) -> T:
+    """`get(key)`, a lookup by id or unique prefix, with an ambiguous key (`StoreError`) and a missing one both
+    raised as `error(message)`: one line, and `missing` names the command that lists what there is."""
+    try:
+        row = get(key)
+    except StoreError as exc:
+        raise error(str(exc)) from None
+    if row is None:
+        raise error(missing)
+    return row
+
+
 @dataclass(frozen=True)
 class Decision:
     """A person's decision on a call that needs approval."""

@@ -22,9 +22,13 @@ import termios
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+import typer
+from typer.testing import CliRunner
+
+from harness._cli import Where, catalog_options  # module level: typer resolves the annotations here
 
 HARNESS = str(Path(sys.executable).with_name('harness'))
 REPO = Path(__file__).resolve().parents[1]
@@ -508,6 +512,31 @@ def test_unknown_runs_and_missing_store_are_one_line_errors(
         one_line_error(result, f'no run store at {missing_store}')
     one_line_error(results[7], '--result', 'is not JSON')
     assert not missing_store.parent.exists()  # reading runs never creates a store
+
+
+def test_catalog_options_stand_where_the_command_puts_them_and_arrive_as_one_where() -> None:
+    """`@catalog_options` is the one definition of --store/--agents/--tools/--root: typer lists them where the
+    command's `where` parameter stands (the `--help` order is a contract) and the command gets them as a `Where`."""
+    got: list[tuple[str, Where, bool]] = []
+    app = typer.Typer()
+
+    @app.command()
+    @catalog_options
+    def probe(
+        name: Annotated[str, typer.Argument()],
+        *,
+        where: Where,
+        plain: Annotated[bool, typer.Option('--plain')] = False,
+    ) -> None:
+        got.append((name, where, plain))
+
+    runner = CliRunner()
+    shown = runner.invoke(app, ['--help'], env={'COLUMNS': '200'}).output
+    places = [shown.index(option) for option in ('--store', '--agents', '--tools', '--root', '--plain')]
+    assert places == sorted(places), shown
+    result = runner.invoke(app, ['x', '--agents', 'a:b', '--agents', 'c:d', '--root', 'ws', '--plain'])
+    assert result.exit_code == 0, result.output
+    assert got == [('x', Where(agents=['a:b', 'c:d'], root=Path('ws')), True)]
 
 
 # -- chat -------------------------------------------------------------------------------------------

@@ -183,6 +183,13 @@ def test_changed_instructions_show_in_the_diff(world):
     assert again.changes().better == ['both'] and again.baseline_id == after.eval_id
 
 
+def test_an_unknown_baseline_is_one_line_naming_the_listing(world):
+    h, _ = world
+    for option in ('baseline', 'reuse_calls'):
+        with pytest.raises(EvalError, match=r"^no stored eval 'nope' in .*; `harness evals` lists them\.$"):
+            h.evaluate_sync(dataset(), model=orchestrator_model(), **{option: 'nope'})
+
+
 def test_reuse_calls_pays_only_for_the_calls_that_change(world):
     """The issue's second "done when": unchanged scripts make zero live sub-agent calls, and the scores equal
     the baseline's; a changed script runs only its changed calls."""
