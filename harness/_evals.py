@@ -186,16 +186,16 @@ class EvalCase:
     error: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseChanges:
-    """How an eval's cases compare with the baseline's, by name."""
+    """How an eval's cases compare with the baseline's: the names of the cases in each bucket."""
 
-    better: list[str] = field(default_factory=list)
-    worse: list[str] = field(default_factory=list)
-    mixed: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
+    better: tuple[str, ...] = ()
+    worse: tuple[str, ...] = ()
+    mixed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -289,19 +289,18 @@ class EvalResult:
 
 def compare(report: EvaluationReport[Any, Any, Any], baseline: EvaluationReport[Any, Any, Any]) -> CaseChanges:
     """Per case, by name: better when an assertion now passes or a score rose and nothing got worse."""
-    found = CaseChanges()
     old = {c.name: c for c in [*baseline.cases, *baseline.failures]}
     new = {c.name: c for c in [*report.cases, *report.failures]}
-    found.removed = [name for name in old if name not in new]
+    buckets: dict[str, list[str]] = {'removed': [name for name in old if name not in new]}
     for name, case in new.items():
         before = old.get(name)
         if before is None:
-            found.added.append(name)
-            continue
-        up, down = _movement(before, case)
-        bucket = found.mixed if up and down else found.better if up else found.worse if down else found.unchanged
-        bucket.append(name)
-    return found
+            bucket = 'added'
+        else:
+            up, down = _movement(before, case)
+            bucket = 'mixed' if up and down else 'better' if up else 'worse' if down else 'unchanged'
+        buckets.setdefault(bucket, []).append(name)
+    return CaseChanges(**{bucket: tuple(names) for bucket, names in buckets.items()})
 
 
 def _movement(

@@ -171,7 +171,7 @@ def test_changed_instructions_show_in_the_diff(world):
     assert results(after)['both'][0] == {'expected_found': pytest.approx(2 / 3)}
     assert results(after)['both'][1]['mentions_expected'] is False
     changes = after.changes()
-    assert changes.worse == ['both'] and changes.unchanged == ['one'] and not changes.better
+    assert changes.worse == ('both',) and changes.unchanged == ('one',) and not changes.better
     text = after.render(width=200)
     assert f'Evaluation Diff: {before.eval_id[:7]} → {after.eval_id[:7]}' in text
     assert 'instructions: default → sha256:' in text
@@ -180,7 +180,7 @@ def test_changed_instructions_show_in_the_diff(world):
     # The stored eval is the baseline: any later process compares with it the same way.
     assert h.store is not None
     again = h.evaluate_sync(dataset(), model=orchestrator_model(), baseline=after.eval_id[:8])
-    assert again.changes().better == ['both'] and again.baseline_id == after.eval_id
+    assert again.changes().better == ('both',) and again.baseline_id == after.eval_id
 
 
 def test_an_unknown_baseline_is_one_line_naming_the_listing(world):
@@ -202,7 +202,7 @@ def test_reuse_calls_pays_only_for_the_calls_that_change(world):
     assert reused.live_agent_calls == 0 and reused.live_calls == 0
     assert reused.reused_calls == baseline.calls == 5
     assert results(reused) == results(baseline)
-    assert reused.baseline_id == baseline.eval_id and reused.changes().unchanged == ['both', 'one']
+    assert reused.baseline_id == baseline.eval_id and reused.changes().unchanged == ('both', 'one')
     both = next(c for c in reused.report.cases if c.name == 'both')
     assert both.metrics['reused_calls'] == 3 and both.metrics['requests'] == 2  # the orchestrator's own only
     assert both.output.startswith('Findings:')  # the new instructions did change the answer
