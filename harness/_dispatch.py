@@ -52,8 +52,8 @@ from ._tracing import TRACER, record_exception
 from ._values import NotPlainData, to_plain
 
 MAX_WITHHELD = 1_000
-"""Budget refusals one fan-out may hold back behind its running calls; past that the script is stopped once those
-calls finish. Each refused call still costs the sandbox a pause: a gather of 100,000 past a budget of 50 would
+"""Budget refusals one fan-out may make; past that the script is stopped once the calls within the budget
+finish. Each refused call still costs the sandbox a pause: a gather of 100,000 past a budget of 50 would
 otherwise spend half a minute being refused."""
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
@@ -128,6 +128,8 @@ class Dispatcher:
         self.withheld: dict[asyncio.Future[Outcome], Outcome] = {}
         """Budget refusals not delivered yet, in call order: released once nothing is `live`."""
         self.unfinished = 0
+        self.burst = 0
+        """Budget refusals since the sandbox was last handed results: one fan-out past the budget (`reserve`)."""
         """Started calls whose task has not ended (a count, so `live` costs nothing per result)."""
         self.recorded = recorded_calls() if history is None else None
         """An eval case's baseline answers (`reuse_calls`), set around the case's orchestrator run."""
@@ -204,22 +206,28 @@ class Dispatcher:
 
     def reserve(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Count the call against the budget; or answer `future` with the budget's refusal and return False.
-        The refusal is withheld while earlier calls are `live` (and is then part of one fan-out, so it does
-        not count towards `MAX_REFUSALS`, the guard against a script retrying refused calls)."""
+
+        Refusals made before the sandbox is next handed results (`burst`) are one fan-out past the budget: they
+        count once towards `MAX_REFUSALS`, the guard against a script retrying refused calls, and past
+        `MAX_WITHHELD` of them the script is stopped. Both depend only on the order of the script's calls, so a
+        replay or a resume ends the same way. While calls admitted earlier are `live`, the refusal is withheld
+        until they have finished, so the budget's worth of calls runs to its end first."""
         try:
             self.budget.reserve(callee.name, callee.kind)
         except BudgetSpent as exc:
             self.show_refusal(record, exc)
-            if self.live():  # one fan-out past the budget, not a script retrying: not counted as a retry
-                self.withheld[future] = {'exception': exc}
-                if len(self.withheld) > MAX_WITHHELD:
-                    raise BudgetExceeded(
-                        f'The script stopped: one fan-out asked for more than {MAX_WITHHELD:,} calls past its budget '
-                        f'({self.budget.summary()}). The calls within the budget ran; answer with the completed '
-                        'results, and do not fan out past the budget.'
-                    ) from None
-            else:
+            self.burst += 1
+            if self.burst == 1:
                 self.count_refusal(exc.budget)
+            if self.burst > MAX_WITHHELD:
+                raise BudgetExceeded(
+                    f'The script stopped: one fan-out asked for more than {MAX_WITHHELD:,} calls past its budget '
+                    f'({self.budget.summary()}). The calls within the budget ran; answer with the completed '
+                    'results, and do not fan out past the budget.'
+                ) from None
+            if self.live():
+                self.withheld[future] = {'exception': exc}
+            else:
                 future.set_result({'exception': exc})
             return False
         return True
@@ -417,6 +425,7 @@ class Dispatcher:
 
     async def settle(self, seqs: list[int]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
+        self.burst = 0  # the script sees results: a refusal after this is a new attempt, not the same fan-out
         finished = [self.calls[seq - 1] for seq in sorted(seqs) if self.running.pop(seq, None) is not None]
         self.journal.add(finished)
         await self.journal.write()

@@ -529,3 +529,14 @@ async def test_async_run_and_concurrent_workflows_share_one_pool(make_harness):
     results = await asyncio.gather(*[h.run(f'await work(i={i})') for i in range(8)])
     assert [r.value for r in results] == [i * 10 for i in range(8)]
     assert len({r.run_id for r in results}) == 8
+
+
+def test_a_completed_run_past_its_budget_replays_whatever_its_fan_out(make_harness):
+    """Refusals of one fan-out count once towards the retry guard in every mode: the run completed with 150 calls
+    past a budget of 20 (settle_all keeps going) replays to the same value instead of stopping as a retry loop."""
+    h = make_harness(max_agent_calls=20)
+    counting_agent(h)
+    code = 'rs = await settle_all(*[work(i=i) for i in range(150)])\n[r["ok"] for r in rs].count(True)'
+    result = h.run_sync(code)
+    assert result.value == 20
+    assert h.replay_sync(result.run_id).value == 20
