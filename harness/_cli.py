@@ -109,14 +109,15 @@ class Where:
     root: Path | None = None
 
     def harness(
-        self, model: str | None = None, *, opens_store: bool = False, temporal: str | None = None
+        self, model: str | None = None, *, opens_store: bool = False, temporal: str | None = None,
+        calls_models: bool = True,
     ) -> tuple[Harness, ModelChoice]:
         """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad
-        one is reported before anything runs."""
+        one is reported before anything runs. A command that `calls_models` not needs no model server."""
         from pydantic_ai.exceptions import UserError
 
         try:
-            h, choice = build(self, model, temporal)
+            h, choice = build(self, model, temporal, calls_models=calls_models)
         except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
             raise fail(str(exc)) from None
         if opens_store:
@@ -127,10 +128,10 @@ class Where:
                 raise fail(str(exc)) from None
         return h, choice
 
-    def stored_run_harness(self) -> Harness:
+    def stored_run_harness(self, *, calls_models: bool = True) -> Harness:
         """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
         require_store(self.store)
-        h, _ = self.harness(opens_store=True)
+        h, _ = self.harness(opens_store=True, calls_models=calls_models)
         return h
 
 
@@ -161,7 +162,9 @@ def catalog_options(command: Callable[..., None]) -> Callable[..., None]:
     return with_where
 
 
-def build(where: Where, model: str | None = None, temporal: str | None = None) -> tuple[Harness, ModelChoice]:
+def build(
+    where: Where, model: str | None = None, temporal: str | None = None, *, calls_models: bool = True
+) -> tuple[Harness, ModelChoice]:
     """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
 
     It runs scripts on Temporal when `--temporal`, else `HARNESS_TEMPORAL`, else `[tool.harness] temporal`
@@ -172,7 +175,7 @@ def build(where: Where, model: str | None = None, temporal: str | None = None) -
     from ._engine import Harness
 
     config = find_project_config()
-    choice = choose_model(model, config_model=config.model)
+    choice = choose_model(model, config_model=config.model, ask_server=calls_models)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
     h = Harness(store=resolve_store(where.store, config), temporal=address, task_queues=config.task_queues)
     register_builtins(h, model=None if choice.demo else choice.model)
@@ -270,7 +273,7 @@ def check(
 ) -> None:
     """Type check a script against the catalog and its rules; exit 1 with the messages on failure."""
     code = read_script(script)
-    h, _ = where.harness()
+    h, _ = where.harness(calls_models=False)
     try:
         report = h.check(code)
         analysis = h.analyze(code) if report.ok and (graph or mermaid) else None
@@ -303,7 +306,7 @@ def audit(
     """
     from ._audit import audit as audit_catalog
 
-    h, _ = where.harness()
+    h, _ = where.harness(calls_models=False)
     try:
         report = audit_catalog(h)
     finally:
@@ -322,7 +325,7 @@ def agents(
     plain: Annotated[bool, typer.Option('--plain', help='No colours.')] = False,
 ) -> None:
     """The catalog: every sub-agent and tool with its signature, as the model sees it."""
-    h, _ = where.harness()
+    h, _ = where.harness(calls_models=False)
     stubs = h.stubs()
     kinds = kinds_line(h)
     h.close()
@@ -651,7 +654,7 @@ def trace(
     if mermaid:
         from ._studio_views import graph_json
 
-        h, _ = Where(store, agents, root=root).harness()
+        h, _ = Where(store, agents, root=root).harness(calls_models=False)
         h.close()
         graph = graph_json(run, h.callees, calls)
         if graph['error']:
@@ -768,7 +771,7 @@ def replay(
     where: Where,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
-    h = where.stored_run_harness()
+    h = where.stored_run_harness(calls_models=False)
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
@@ -832,7 +835,7 @@ def diff(
     where: Where,
 ) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
-    h = where.stored_run_harness()
+    h = where.stored_run_harness(calls_models=False)
     try:
         found = h.diff(run_id)
     except WorkflowError as exc:

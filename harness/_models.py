@@ -29,9 +29,13 @@ class ModelChoice:
     demo: bool
 
 
-def choose_model(model: str | None = None, *, config_model: str | None = None) -> ModelChoice:
+def choose_model(model: str | None = None, *, config_model: str | None = None, ask_server: bool = True) -> ModelChoice:
+    """`ask_server=False`: for a command that calls no model (check, audit, replay, ...), the server at
+    `HARNESS_BASE_URL` is not asked which model it serves (it need not be up); the model is then None."""
     name = model or os.environ.get('HARNESS_MODEL') or config_model
     base_url = os.environ.get('HARNESS_BASE_URL')
+    if base_url and not name and not ask_server:
+        return ModelChoice(None, f'the model served at {base_url}', False)
     if base_url:
         from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider

@@ -424,6 +424,14 @@ def test_a_base_url_with_no_server_behind_it_is_a_one_line_error(cli: Cli, tmp_p
         base = f'http://127.0.0.1:{sock.getsockname()[1]}/v1'
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': base}
     one_line_error(cli(['ask', 'hello'], cwd=tmp_path, env=env), base, 'HARNESS_BASE_URL', 'Start it')
+    # Commands that call no model do not need the server: check, agents, audit, replay, diff.
+    (tmp_path / 'flow.py').write_text('files = await list_files(pattern="*.md")\nlen(files)\n')
+    for args in (['check', 'flow.py'], ['agents'], ['audit']):
+        assert cli(args, cwd=tmp_path, env=env).exit_code == 0, args
+    ran = cli(['exec', 'flow.py', '--json'], cwd=tmp_path, env={'HARNESS_STORE': env['HARNESS_STORE']})
+    run_id = json.loads(ran.stdout)['run_id']
+    for args in (['replay', run_id], ['diff', run_id]):
+        assert cli(args, cwd=tmp_path, env=env).exit_code == 0, args
 
 
 # -- stored runs ---------------------------------------------------------------------------------------
