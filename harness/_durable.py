@@ -81,7 +81,7 @@ def plan_resume(
 def take(store: RunStore, plan: Plan, owner: Owner) -> None:
     """Claim a resumed run for `owner` (`RunBusy` if another live holder has it) and mark it `running`
     again: the first write of a resume, made once nothing can refuse it any more."""
-    store.claim(plan.run_id, owner)
+    store.claim(plan.run_id, owner, unchanged_since=plan.run.updated)  # not finished by another since it was read
     store.update_run(plan.run_id, status='running', error=None, expect_owner=owner)
 
 

@@ -74,11 +74,15 @@ class RunWaiting(Exception):
 
 class RunBusy(WorkflowError):
     """Another live process holds the run (it is running, resuming or finishing it); or, with
-    `lost=True`, this process lost its hold on the run and must not write its outcome."""
+    `lost=True`, this process lost its hold on the run and must not write its outcome; or, with `changed=True`,
+    the run was written by another process between reading it and taking it."""
 
-    def __init__(self, run_id: str, holder: Any, *, lost: bool = False) -> None:
+    def __init__(self, run_id: str, holder: Any, *, lost: bool = False, changed: bool = False) -> None:
         who = f'pid {holder.pid} on host {holder.host}' if holder is not None else 'another process'
-        if lost:
+        if changed:
+            message = (f'run {run_id} changed while this resume was being prepared (another process went on with '
+                       'it); look at it again (`harness show`), and resume it again if it still needs it.')
+        elif lost:
             message = (f'run {run_id} was taken over by another process ({who}) while this one ran it; '
                        'this process stopped without recording its outcome.')
         elif holder is not None and (holder.host, holder.pid) == (socket.gethostname(), os.getpid()):

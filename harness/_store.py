@@ -595,20 +595,25 @@ class RunStore:
 
     # -- one owner per run -----------------------------------------------------------------------
 
-    def claim(self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS) -> None:
+    def claim(
+        self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS, unchanged_since: float | None = None
+    ) -> None:
         """Take the run's lease for `owner`, or raise `RunBusy` naming the live process that holds it.
 
         A lease is free when nobody holds it, when it expired (its holder stopped renewing), or when
-        its holder is a process on this host that no longer exists.
+        its holder is a process on this host that no longer exists. `unchanged_since`: the run's `updated` when
+        the caller read it; a run written since (another process went on with it) is `RunBusy(changed=True)`.
         """
 
         def write(conn: sqlite3.Connection) -> None:
-            row = conn.execute('SELECT owner, lease_until FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            row = conn.execute('SELECT owner, lease_until, updated FROM runs WHERE run_id = ?', (run_id,)).fetchone()
             if row is None:
                 raise StoreError(f'no run {run_id!r} in {self.path}.')
             holder = Owner.parse(row[0])
             if holder != owner and held(holder, row[1], time.time()):
                 raise RunBusy(run_id, holder)
+            if unchanged_since is not None and row[2] != unchanged_since:
+                raise RunBusy(run_id, holder, changed=True)
             conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
                          (str(owner), time.time() + ttl, run_id))
 

@@ -700,3 +700,22 @@ def test_store_error_is_public_and_the_package_surface_is_consistent() -> None:
              for stmt in node.body if isinstance(stmt, ast.ImportFrom) for alias in stmt.names}
     assert set(harness.__all__) == set(harness._WHERE) == typed
     assert all(getattr(harness, name) is not None for name in harness.__all__)
+
+
+def test_a_run_written_between_reading_and_claiming_is_not_taken(store: RunStore) -> None:
+    """A resume reads its plan, admits it (a type check, no write), then claims the run: a run another process
+    finished in between is refused (RunBusy), not opened again and run on top of its ending."""
+    from harness import RunBusy
+    from harness._store import Owner, this_process
+
+    store.create_run(RunRow('r'))
+    read = store.get_run('r')
+    assert read is not None
+    other = Owner('elsewhere', 1, 'x')
+    store.claim('r', other)  # another process goes on with the run, and finishes it
+    store.update_run('r', status='completed', expect_owner=other)
+    store.release('r', other)
+    with pytest.raises(RunBusy, match='changed while this resume was being prepared'):
+        store.claim('r', this_process(), unchanged_since=read.updated)
+    assert store.get_run('r').status == 'completed'  # type: ignore[union-attr]
+    store.claim('r', this_process(), unchanged_since=store.get_run('r').updated)  # type: ignore[union-attr]
