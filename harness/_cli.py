@@ -715,8 +715,8 @@ def cancel(
                       'finishes it')
         return
     console.print(f'[yellow]cancel requested[/yellow] for run {run.run_id}: its process has not stopped it '
-                  f'within {wait:g}s (it stops at its next pause; a process that died leaves it `running`: '
-                  f'`harness resume {run.run_id}`)')
+                  f'within {wait:g}s (it stops at its next pause; if that process dies instead, the run reads '
+                  f'`interrupted`: `harness resume {run.run_id}`)')
 
 
 def interrupted(exc: BaseException) -> typer.Exit:

@@ -674,7 +674,7 @@ class Harness:
     async def evaluate(self, dataset: Any, **options: Unpack[EvalOptions]) -> EvalResult:
         """Score the orchestrator on a pydantic-evals `Dataset` (or a dataset file): each case's inputs are
         the prompt (a string, or a mapping with `prompt`); its answer is the output the evaluators score.
-        The options (`EvalOptions`, all keyword-only):
+        The options are `EvalOptions` (all keyword-only; an unknown one is a `TypeError`).
 
         Cases run at most `max_concurrency` (default 4) at once; every case's scripts are stored runs, and the
         eval is stored with pydantic-evals' report (`EvalResult.eval_id`). `baseline`: a stored eval whose report
