@@ -17,6 +17,7 @@ helper could be called first thing.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,9 @@ class Analysis:
     """The flow graph's nodes: call sites (index = node id); 'start' and 'end' are implicit."""
     edges: list[tuple[str, str, str]] = field(default_factory=list)
     """(from, to, kind): ids `n<i>`, `start`, `end`; kind `next` or `loop` (back to a loop's start)."""
+    siblings: set[tuple[str, str]] = field(default_factory=set)
+    """(a, b) and (b, a) for nodes in different arguments of one join: they run beside each other, so an
+    edge between them (a loop's edge back) is never how a run goes from one to the other in one turn."""
 
     @property
     def callees(self) -> set[str]:
@@ -108,17 +112,18 @@ class Analysis:
 
         A call is reached from every node that may have run just before it: a source of one of its edges
         that the run has visited and that no later call has followed in sequence (a follower with an edge
-        to this call). So the calls of a gather all start from what ran before it, and the call after a
-        gather is reached from each of its calls. Failing that (a loop's edge back), from the latest
-        visited source. The end is reached the same way. Calls of one callee on one line (a gather's
-        `f(x), f(y)`) are matched to those sites in turn, in the order the script makes them.
+        to this call). The calls of one gather (`siblings`) ran beside each other, never in sequence, even
+        where a loop's edge back joins them: each starts from what ran before the gather, and the call
+        after it is reached from each of them. Failing that, from the latest visited source. The end is
+        reached the same way. Calls of one callee on one line (a gather's `f(x), f(y)`) are matched to
+        those sites in turn, in the order the script makes them.
         """
         if not taken:
             return set()
         sites: dict[tuple[str, int], list[str]] = {}
         for i, site in enumerate(self.nodes):
             sites.setdefault((site.callee, site.line), []).append(f'n{i}')
-        walk = _Walk(self.edges)
+        walk = _Walk(self.edges, self.siblings)
         turns: dict[tuple[str, int], int] = {}
         for callee, line in taken:
             if line is None or (callee, line) not in sites:
@@ -131,39 +136,74 @@ class Analysis:
         return walk.taken
 
 
-@dataclass
+@dataclass(eq=False)
 class _Visit:
     node: str
     order: int
     followers: set[str] = field(default_factory=set)
     """Nodes the run went on to from this visit."""
+    gather: _Gather | None = None
+    """The run of a join this visit is a call of (a node with siblings only)."""
+
+
+@dataclass(eq=False)
+class _Gather:
+    """One run of a join's calls: the nodes visited in it so far and the visits that ran just before it."""
+
+    members: set[str]
+    sources: list[_Visit]
 
 
 class _Walk:
     """The path a run takes over the flow graph (`Analysis.path`): the latest visit of each node, and
-    which nodes each visit led to. Only the latest visit of a node matters: a later one supersedes it."""
+    which nodes each visit led to. Only the latest visit of a node matters: a later one supersedes it,
+    except as a source of the join its successor is in (the siblings of that successor start from it too)."""
 
-    def __init__(self, edges: Iterable[tuple[str, str, str]]) -> None:
+    def __init__(self, edges: Iterable[tuple[str, str, str]], siblings: Iterable[tuple[str, str]] = ()) -> None:
         self.edges = {(src, dst) for src, dst, _kind in edges}
         self.incoming: dict[str, set[str]] = {}
         for src, dst in self.edges:
             self.incoming.setdefault(dst, set()).add(src)
+        self.siblings: dict[str, set[str]] = {}
+        for a, b in siblings:
+            self.siblings.setdefault(a, set()).add(b)
         self.latest: dict[str, _Visit] = {'start': _Visit('start', 0)}
         self.taken: set[tuple[str, str]] = set()
         self.order = 0
 
     def reach(self, node: str) -> None:
-        visits = [self.latest[src] for src in self.incoming.get(node, ()) if src in self.latest]
-        # A follower with an edge to `node` ran between that visit and `node`; one without (its sibling
-        # in a gather) ran beside it, so the visit may still lead here.
-        before = [v for v in visits if not any((f, node) in self.edges for f in v.followers)]
+        gather = self.open_gather(node)
+        beside = gather.members if gather is not None else set()
+        # The calls of this join ran beside `node`: not before it, whatever edge joins them.
+        visits = [self.latest[src] for src in self.incoming.get(node, ()) if src in self.latest and src not in beside]
+        if gather is not None:
+            visits += [v for v in gather.sources if (v.node, node) in self.edges and v not in visits]
+        # A follower with an edge to `node` ran between that visit and `node`, unless it is a call of
+        # this join (then it ran beside `node`, and the visit may still lead here).
+        before = [v for v in visits if not any((f, node) in self.edges for f in v.followers - beside)]
         if not before and visits:
             before = [max(visits, key=lambda v: v.order)]
         for visit in before:
             self.taken.add((visit.node, node))
             visit.followers.add(node)
         self.order += 1
-        self.latest[node] = _Visit(node, self.order)
+        if gather is not None:
+            gather.members.add(node)
+            gather.sources.extend(v for v in before if v not in gather.sources)
+        elif node in self.siblings:
+            gather = _Gather({node}, before)
+        self.latest[node] = _Visit(node, self.order, gather=gather)
+
+    def open_gather(self, node: str) -> _Gather | None:
+        """The join run `node` is the next call of: that of its latest-visited sibling, unless that run
+        has called `node` or a call of `node`'s own argument already (then `node` starts the join's next
+        run, as in a loop's next turn)."""
+        siblings = self.siblings.get(node, set())
+        near = [self.latest[s] for s in siblings if s in self.latest]
+        if not near:
+            return None
+        gather = max(near, key=lambda v: v.order).gather
+        return gather if gather is not None and gather.members <= siblings else None
 
 
 def _id(node: str) -> str:
@@ -368,13 +408,19 @@ class _Walker:
         branches: set[str] = set()
         before = set(awaited)
         finished: set[str] = set()
+        arms: list[list[str]] = []
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             direct = isinstance(arg, ast.Call) and direct_await and join in SUCCESS_JOINS
             seen = set(before)
+            first = len(self.result.nodes)
             branches |= self.visit(arg, done, set(frontier), seen, direct_await=direct)
+            arms.append([f'n{i}' for i in range(first, len(self.result.nodes))])
             if direct:
                 finished |= seen - before
         self.context.gather -= 1
+        for i, arm in enumerate(arms):
+            for a, b in itertools.product(arm, itertools.chain.from_iterable(arms[:i])):
+                self.result.siblings |= {(a, b), (b, a)}
         awaited |= finished
         return branches or frontier
 

@@ -115,6 +115,8 @@ class CheckCache:
 WRAPPER = 'async def __harness_check__():\n'
 INDENT = '    '
 LOCATION = re.compile(r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):', re.MULTILINE)
+PARSER_REFUSAL = re.compile(r'(?:\A|\n)SyntaxError: [^\n]*\s*\Z')
+"""The last line of Monty's parser refusing a script (see `script_messages`)."""
 SESSION_USES = 64
 """A checking session is replaced after this many checks: ty's context grows with each one."""
 MAX_CHECKERS = 2
@@ -173,12 +175,18 @@ def unwrap_locations(text: str) -> str:
     return LOCATION.sub(shift, text)
 
 
-def _messages(display: str) -> str:
-    """ty's messages on the script's lines; a parser's refusal shown as a traceback (no `file:line:col:`
-    message, e.g. "Source is too deeply nested") becomes one such message."""
-    if LOCATION.search(display):
-        return unwrap_locations(display)
-    return unsupported_syntax(display, 'invalid-syntax')
+def script_messages(display: str) -> str:
+    """The checker's messages on the script's lines.
+
+    Monty's parser refusing the script (e.g. "Source is too deeply nested") shows a Python `SyntaxError`,
+    a traceback or one line, whose last line names the reason: it becomes one invalid-syntax message.
+    Anything else is ty's (one `file:line:col: severity[rule] message` a line): messages with no place
+    (ty writes `severity[rule] message`, or `file: ...`, for one with no span, such as a panic or a file
+    it could not read) stay as ty wrote them; only a refusal is labelled invalid-syntax.
+    """
+    if PARSER_REFUSAL.search(display):
+        return unsupported_syntax(display, 'invalid-syntax')
+    return unwrap_locations(display)
 
 
 class Checker:
@@ -216,7 +224,7 @@ class Checker:
                     await session.session.feed_run(wrap(code), print_callback=lambda *_: None)
                 except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
                     self._give_back(stubs, session)
-                    return failed_report(with_hints(_messages(exc.display()), code, stubs))
+                    return failed_report(with_hints(script_messages(exc.display()), code, stubs))
                 except monty.MontyRuntimeError as exc:
                     # Defining the wrapper runs nothing, so this is the parser refusing a construct.
                     self._give_back(stubs, session)

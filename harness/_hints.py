@@ -108,8 +108,9 @@ def _list_to_next(node: ast.Call, made: dict[str, ast.Assign]) -> str | None:
 def unsupported_syntax(display: str, rule: str = 'unsupported-syntax') -> str:
     """Monty's parser refusing a construct (a `NotImplementedError` while defining the wrapped script,
     or a `SyntaxError` shown as a traceback), as a diagnostic on the script's own line (the wrapper
-    adds one line above it)."""
-    lines = re.findall(r'line (\d+)', display)
+    adds one line above it). The place is the innermost frame's `File "...", line N`, not any `line N`
+    in the source line the traceback shows."""
+    lines = re.findall(r'^\s*File "[^"\n]*", line (\d+)', display, re.MULTILINE)
     line = max(int(lines[-1]) - 1, 1) if lines else 1
     reason = display.strip().splitlines()[-1].split(': ', 1)[-1]
     reason = reason.replace('The monty syntax parser does not yet support', 'the sandbox does not support')

@@ -531,6 +531,24 @@ def test_mermaid_draws_a_gathers_calls_and_the_edges_out_of_it_as_taken(corpus_h
     assert ends.path([('ping', 2), ('fetch', 2)]) == {('start', 'n0'), ('start', 'n1'), ('n0', 'end'), ('n1', 'end')}
 
 
+def test_mermaid_path_of_a_gather_in_a_loop_starts_both_calls_from_what_ran_before(corpus_harness: Harness) -> None:
+    """The calls of one gather are siblings, not each other's predecessors through the loop's edge back."""
+    script = ('import asyncio\nfor x in {turns}:\n    await asyncio.gather(ping(i=x), fetch(key="k"))\n'
+              'await lookup(q="q")')
+    gather = {('n0', 'n2'), ('n1', 'n2'), ('n2', 'end')}
+    once = corpus_harness.run_sync(script.format(turns='[1]'))
+    assert [(c.callee, c.line) for c in once.calls] == [('ping', 3), ('fetch', 3), ('lookup', 4)]
+    path = corpus_harness.analyze(script.format(turns='[1]')).path([(c.callee, c.line) for c in once.calls])
+    assert path == {('start', 'n0'), ('start', 'n1'), *gather}
+    twice = corpus_harness.run_sync(script.format(turns='[1, 2]'))
+    analysis = corpus_harness.analyze(script.format(turns='[1, 2]'))
+    path = analysis.path([(c.callee, c.line) for c in twice.calls])
+    # The second turn's gather starts from both calls of the first.
+    assert path == {('start', 'n0'), ('start', 'n1'), ('n0', 'n0'), ('n1', 'n0'), ('n0', 'n1'), ('n1', 'n1'), *gather}
+    chart = analysis.mermaid(taken=[(c.callee, c.line) for c in twice.calls])
+    assert 'start ==> n0' in chart and 'start ==> n1' in chart and 'n1 ==> n2' in chart, chart
+
+
 def test_mermaid_path_of_a_loop_follows_each_turn(corpus_harness: Harness) -> None:
     a = corpus_harness.analyze('for i in range(3):\n    await ping(i=i)\nawait fetch(key="k")')
     assert a.path([('ping', 2)] * 3 + [('fetch', 3)]) == {('start', 'n0'), ('n0', 'n0'), ('n0', 'n1'), ('n1', 'end')}

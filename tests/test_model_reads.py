@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from harness import Harness, WorkflowError, WorkflowTypeError
+from harness._check import script_messages
 from harness._toolset import WorkflowToolset
 from subagents import register_builtins
 from tools.workspace import register_workspace_tools
@@ -211,6 +212,30 @@ def test_source_nested_too_deeply_is_one_line_that_names_the_fix(h: Harness) -> 
     assert [(d.line, d.rule) for d in report.diagnostics] == [(2, 'invalid-syntax')], report.errors
     assert 'Traceback' not in report.errors
     assert 'split it into steps' in report.errors
+
+
+def test_a_parser_refusal_is_one_line_even_when_its_source_line_reads_like_a_location(h: Harness) -> None:
+    # The refusal's traceback shows the line: `"a:1:2:"` in it once passed for one of ty's `file:line:col:`,
+    # `"line 7"` for the traceback's `line 3`.
+    for text in ('a:1:2:', 'line 7'):
+        report = h.check(f'x = 1\ny = "{text}" + ' + '-' * 250 + 'x\ny')
+        assert [(d.line, d.rule) for d in report.diagnostics] == [(2, 'invalid-syntax')], report.errors
+        assert 'Traceback' not in report.errors
+
+
+@pytest.mark.parametrize('unlocated', [
+    'error[panic] Panicked when checking the script',  # ty's concise line for a diagnostic with no span
+    'workflow.py: fatal[io] Failed to read the file',  # ... with a file but no range
+])
+def test_a_checker_message_without_a_place_is_kept_as_ty_wrote_it(unlocated: str) -> None:
+    """Only the parser's refusal (a `SyntaxError`) is labelled invalid-syntax; ty's other messages with
+    no line:col stay as written, beside the located ones moved to the script's lines."""
+    assert script_messages(unlocated + '\n') == unlocated + '\n'
+    located = 'workflow.py:3:9: error[invalid-assignment] Object of type `str` is not assignable to `int`\n'
+    assert script_messages(unlocated + '\n' + located) == unlocated + '\n' + located.replace(':3:9:', ':2:5:')
+    refusal = ('Traceback (most recent call last):\n  File "workflow.py", line 3\n'
+               'SyntaxError: Source is too deeply nested')
+    assert script_messages(refusal) == 'workflow.py:2:1: error[invalid-syntax] Source is too deeply nested'
 
 
 def test_a_dataclass_final_value_is_plain_data_and_other_objects_are_refused(h: Harness) -> None:
