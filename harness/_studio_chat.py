@@ -143,6 +143,7 @@ class Chat:
                 raise ValueError(f'conversation {conversation_id} has no turn waiting for approval to continue.')
             run_input.messages = []
             return StudioTurn(conversation_id, found, last.turn, last.prompt, history, agent_run_id=last.agent_run_id,
+                              agent_run_ids=list(last.agent_run_ids),
                               deferred=DeferredToolResults(approvals={p.tool_call_id: True for p in deferred}),
                               usage=Totals.from_json(last.usage))
         users = [m for m in run_input.messages if m.role == 'user']
@@ -196,11 +197,12 @@ class Chat:
             self.busy.discard(turn.conversation_id)
 
     def keep_spans(self, agent_run_id: str) -> None:
-        """Store the spans of this request's agent run (it has ended), as `harness chat` does, for the span tree."""
+        """Store the spans of this request's agent run (it has ended; its turn is stored), as `harness chat`
+        does, for the span tree."""
         spans = RECORDER.drain(agent_run_id)
         if spans:
             with contextlib.suppress(StoreError):  # the turn is stored; its orchestrator spans are a nicety
-                self.store.add_spans(agent_run_id, spans)
+                self.store.add_orchestrator_spans(agent_run_id, spans)
 
     def record(self, turn: StudioTurn) -> DataChunk:
         """Store the turn and the conversation (its messages only when the turn produced them); the `data-turn`
@@ -217,7 +219,8 @@ class Chat:
             self.store.save_conversation(conversation)
             self.store.add_turn(Turn(conversation.conversation_id, turn.number, turn.agent_run_id, turn.prompt,
                                      turn.answer, turn.status, error=turn.error,
-                                     usage=None if turn.usage.empty else turn.usage.as_json()))
+                                     usage=None if turn.usage.empty else turn.usage.as_json(),
+                                     agent_run_ids=turn.agent_run_ids))
         except StoreError as exc:  # the answer is on the page; losing its record is worth a line, not the turn
             error = f'the turn was not stored: {exc}'
         return DataChunk(type='data-turn', data={**self.turn_data(turn), 'store_error': error})
@@ -256,7 +259,7 @@ class StudioTurn:
     agent_run_id: str | None = None
     """The orchestrator run the turn is stored under (for a continued turn: the one that started it)."""
     agent_run_ids: list[str] = field(default_factory=list)
-    """This request's orchestrator run (a continued turn's scripts may belong to either)."""
+    """Every orchestrator run of the turn, this request's last (a continued turn's scripts may belong to any)."""
     deferred: DeferredToolResults | None = None
     usage: Totals = field(default_factory=Totals)
     status: str = 'running'
