@@ -101,7 +101,6 @@ class Chat:
         agent_run_id = str(uuid.uuid4())  # chosen here, so the turn's runs are found even if it fails
         turn.agent_run_id = turn.agent_run_id or agent_run_id
         turn.agent_run_ids.append(agent_run_id)
-        RECORDER.expect(agent_run_id)  # the orchestrator's own spans, stored when the stream ends (`merged`)
         events: asyncio.Queue[BaseChunk | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
@@ -158,13 +157,14 @@ class Chat:
     async def merged(self, stream: AsyncIterator[BaseChunk], events: asyncio.Queue[BaseChunk | None],
                      turn: StudioTurn) -> AsyncIterator[BaseChunk]:
         """The adapter's chunks and the calls' `data-call` parts, in the order they happened. The conversation
-        is marked busy here, where the turn starts (a response whose client left before its body began never
-        runs this, so never leaves it marked)."""
+        is marked busy, and the recorder told to expect this request's agent run, here, where the turn starts:
+        a response whose client left before its body began never runs this, so leaves neither behind (the
+        `finally` below clears both)."""
         if turn.conversation_id in self.busy:
-            RECORDER.drain(turn.agent_run_ids[-1])  # this request's agent run never starts
             yield ErrorChunk(error_text=f'conversation {turn.conversation_id} has a turn running; wait for it to end.')
             return
         self.busy.add(turn.conversation_id)
+        RECORDER.expect(turn.agent_run_ids[-1])  # the orchestrator's own spans, drained and stored by `keep_spans`
 
         async def pump() -> None:
             try:

@@ -518,6 +518,30 @@ def test_a_turn_that_ran_no_script_keeps_no_spans(studio: Callable[..., Studio])
     assert stored_spans(s.harness.store) == []
 
 
+async def test_a_chat_response_whose_body_never_starts_leaves_nothing_expected(tmp_path: Path) -> None:
+    """A client that leaves before the response's body begins: the turn never starts, and the recorder is
+    left expecting no agent run for it (it would hold the id for the life of the server)."""
+    from starlette.requests import Request
+
+    from harness._studio_chat import Chat
+    from harness._tracing import RECORDER
+
+    body = json.dumps({'trigger': 'submit-message', 'id': 'conversation-seven', 'messages': [
+        {'id': 'm', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello'}]}]}).encode()
+
+    async def receive() -> dict[str, Any]:
+        return {'type': 'http.request', 'body': body, 'more_body': False}
+
+    scope = {'type': 'http', 'method': 'POST', 'path': '/api/chat', 'query_string': b'',
+             'headers': [(b'content-type', b'application/json')]}
+    async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+        before = set(RECORDER._expected)
+        response = await Chat(h, demo_model(), 'test model').respond(Request(scope, receive))
+        assert response.status_code == 200
+        del response  # never sent: the client went away
+        assert RECORDER._expected == before
+
+
 def test_a_failing_model_ends_the_turn_failed(studio: Callable[..., Studio]) -> None:
     def broken(_messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
         raise RuntimeError('the provider is down')
