@@ -877,6 +877,45 @@ def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
     assert 'a' * 5000 not in short and '(5,003chars)' in short and '…10more]' in short
 
 
+MARKED_MODULE = '''\
+from pathlib import Path
+
+from harness import Harness
+
+Path("imported.txt").write_text("imported")  # says the module was imported
+marked = Harness(store=":memory:")
+
+
+@marked.tool
+async def eligible(*, ticket: str) -> bool:
+    return True
+
+
+@marked.tool
+async def refund(*, ticket: str) -> str:
+    return "refunded"
+'''
+
+
+def test_trace_mermaid_builds_no_catalog_for_a_run_that_stored_its_own(cli: Cli, tmp_path: Path) -> None:
+    """The run's stored catalog names the callees of its script, the branch not taken too: drawing it imports
+    none of the user's modules. A run an older harness stored without one is drawn with today's catalog."""
+    (tmp_path / 'marked.py').write_text(MARKED_MODULE)
+    (tmp_path / 'flow.py').write_text('ok = await eligible(ticket="T")\nif not ok:\n    await refund(ticket="T")\nok\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    ran = ok(cli(['exec', 'flow.py', '--json', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    run_id = json.loads(ran)['run_id']
+    marker = tmp_path / 'imported.txt'
+    marker.unlink()
+    chart = ok(cli(['trace', run_id, '--mermaid', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    assert '"refund<br/>line 3"' in chart and 'start ==> n0' in chart
+    assert not marker.exists()
+    with sqlite3.connect(tmp_path / 'runs.db') as conn:
+        conn.execute('UPDATE runs SET catalog_json = NULL')
+    older = ok(cli(['trace', run_id, '--mermaid', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    assert older == chart and marker.exists()
+
+
 def test_the_store_is_the_projects_from_any_subdirectory(cli: Cli, tmp_path: Path) -> None:
     project = tmp_path / 'project'
     deep = project / 'src' / 'pkg'
