@@ -108,10 +108,11 @@ class Session:
             self.store.add_turn(Turn(
                 self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
                 error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
+                agent_run_ids=outcome.agent_run_ids,
             ))
             for agent_run_id, spans in outcome.spans.items():  # the orchestrator's own, beside its runs' spans
                 if spans:
-                    self.store.add_spans(agent_run_id, spans)
+                    self.store.add_orchestrator_spans(agent_run_id, spans)
         except StoreError as exc:  # the answer is on screen; losing its record is worth a line, not the session
             self.console.print(f'[yellow]note:[/yellow] the turn was not stored: {escape(str(exc))}')
 

@@ -14,7 +14,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -654,9 +654,12 @@ def trace(
     if mermaid:
         from ._studio_views import graph_json
 
-        h, _ = Where(store, agents, root=root).harness(calls_models=False)
-        h.close()
-        graph = graph_json(run, h.callees, calls)
+        callees: Iterable[str] = ()  # the run's stored catalog names them: no Harness (nor the user's modules)
+        if run.catalog is None:  # stored by a harness that kept no catalog: today's names them
+            h, _ = Where(store, agents, root=root).harness(calls_models=False)
+            h.close()
+            callees = h.callees
+        graph = graph_json(run, callees, calls)
         if graph['error']:
             raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.')
         print(graph['mermaid'])

@@ -22,6 +22,8 @@ One SQLite file (standard library `sqlite3`), or `":memory:"`. Invariants:
 - JSON columns hold plain data (None, bool, int, float, str, list, dict with str keys); tuples
   are stored as lists; anything else is refused when written, so what is read back equals what
   was written. A JSON value of `None` is stored as SQL NULL.
+- Spans are kept under the run they belong to, an orchestrator's own (a chat turn's model requests) under its
+  agent run ids, while a run of that turn is stored: the turn's last run deleted takes them with it.
 """
 
 from __future__ import annotations
@@ -213,6 +215,9 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (eval_id, case_name)
         )""",
     ),
+    # 9 -> 10: every agent run of a turn (one more each time it continues after approvals), so the orchestrator
+    # spans of all of them are read with any run of the turn and deleted with the last (NULL: `agent_run_id` only).
+    ('ALTER TABLE turns ADD COLUMN agent_run_ids_json TEXT',),
 ]
 
 
@@ -394,6 +399,9 @@ class Turn:
     """The orchestrator's own tokens and cost (`_usage.Totals.as_json()`); sub-agents' are on their runs."""
     trace_id: str | None = None
     created: float = field(default_factory=time.time)
+    agent_run_ids: list[str] = field(default_factory=list)
+    """Every agent run of the turn, `agent_run_id` first: one more each time it continued after approvals
+    (scripts it wrote then carry that run's id as their `orchestrator_run_id`)."""
 
 
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
@@ -415,6 +423,8 @@ _SEALED_RUN = (
 _SNAPSHOT_COLUMNS = (
     'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
 )
+_HOLDS_AGENT_RUN = 'agent_run_id = ? OR ? IN (SELECT value FROM json_each(agent_run_ids_json))'
+"""A turn one of whose agent runs is the parameter (bound twice)."""
 
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {
@@ -887,22 +897,27 @@ class RunStore:
 
     def add_spans(self, run_id: str, spans: list[SpanDict]) -> None:
         """Append a batch of span dicts; values that are not JSON are stored as their `str`."""
-        spans_json = json.dumps(spans, ensure_ascii=False, separators=(',', ':'), default=str)
-        self._write(
-            lambda conn: conn.execute(
-                'INSERT INTO spans (run_id, spans_json, created) VALUES (?, ?, ?)',
-                (run_id, spans_json, time.time()),
-            )
-        )
+        self._write(lambda conn: _insert_spans(conn, run_id, spans))
 
     def spans(self, run_id: str) -> list[SpanDict]:
         """Every span stored for the run, batches in the order they were added."""
-        batches = self._read(
-            lambda conn: conn.execute(
-                'SELECT spans_json FROM spans WHERE run_id = ? ORDER BY id', (run_id,)
-            ).fetchall()
-        )
-        return [span for (text,) in batches for span in json.loads(text)]
+        return self._read(lambda conn: _spans_of(conn, [run_id]))
+
+    def add_orchestrator_spans(self, agent_run_id: str, spans: list[SpanDict]) -> None:
+        """Append a batch of an orchestrator agent run's own spans (its model requests, its tool executions).
+        Kept while a run (script) of its turn is: `delete_run` deletes them with the last. A turn that ran no
+        script keeps none, as no run would ever show or delete them. Store the turn first (`add_turn`)."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            if _referenced(conn, _turn_agent_runs(conn, agent_run_id)):
+                _insert_spans(conn, agent_run_id, spans)
+
+        self._write(write)
+
+    def orchestrator_spans(self, agent_run_id: str) -> list[SpanDict]:
+        """The orchestrator's own spans of every agent run of the turn `agent_run_id` is one of, in the order
+        stored: a turn that continued after approvals has one agent run more each time."""
+        return self._read(lambda conn: _spans_of(conn, _turn_agent_runs(conn, agent_run_id)))
 
     # -- the terminal's records: usage, conversations, cancel requests, deletion ------------------
 
@@ -919,7 +934,7 @@ class RunStore:
         if not ids:
             return {}
         rows = self._read(lambda conn: conn.execute(
-            f'SELECT run_id, usage_json FROM run_usage WHERE run_id IN ({", ".join("?" * len(ids))})', ids
+            f'SELECT run_id, usage_json FROM run_usage WHERE run_id IN ({_marks(ids)})', ids
         ).fetchall())
         return {run_id: json.loads(text) for run_id, text in rows}
 
@@ -942,13 +957,19 @@ class RunStore:
         return self._read(read)
 
     def delete_run(self, run_id: str) -> None:
-        """Delete a run with its journal, snapshots, spans and totals (runs forked from it keep theirs)."""
+        """Delete a run with its journal, snapshots, spans and totals (runs forked from it keep theirs), and
+        with the last run of a turn, the orchestrator's spans of that turn (`add_orchestrator_spans`)."""
 
         def write(conn: sqlite3.Connection) -> None:
-            if conn.execute('DELETE FROM runs WHERE run_id = ?', (run_id,)).rowcount == 0:
+            row = conn.execute('SELECT orchestrator_run_id FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+            if row is None:
                 raise StoreError(f'no run {run_id!r} in {self.path}.')
+            conn.execute('DELETE FROM runs WHERE run_id = ?', (run_id,))
             for table in ('calls', 'snapshots', 'spans', 'run_usage', 'cancel_requests'):
                 conn.execute(f'DELETE FROM {table} WHERE run_id = ?', (run_id,))
+            agent_runs = _turn_agent_runs(conn, row[0]) if row[0] else []
+            if agent_runs and not _referenced(conn, agent_runs):  # the turn's last run: its orchestrator's spans too
+                conn.execute(f'DELETE FROM spans WHERE run_id IN ({_marks(agent_runs)})', agent_runs)
 
         self._write(write)
 
@@ -1001,22 +1022,25 @@ class RunStore:
         return self._read(read)
 
     def add_turn(self, turn: Turn) -> None:
+        agent_runs = list(dict.fromkeys(a for a in (turn.agent_run_id, *turn.agent_run_ids) if a))
         row = (turn.conversation_id, turn.turn, turn.agent_run_id, turn.prompt, turn.answer, turn.status, turn.error,
-               _encode(turn.usage, 'turn usage'), turn.trace_id, turn.created)
+               _encode(turn.usage, 'turn usage'), turn.trace_id, turn.created, _encode(agent_runs or None, 'turn runs'))
         self._write(lambda conn: conn.execute(
             'INSERT OR REPLACE INTO turns (conversation_id, turn, agent_run_id, prompt, answer, status, error, '
-            'usage_json, trace_id, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', row
+            'usage_json, trace_id, created, agent_run_ids_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', row
         ))
 
     def turns(self, conversation_id: str | None = None, *, agent_run_id: str | None = None) -> list[Turn]:
-        """A conversation's turns in order, or the turn of one orchestrator run."""
-        columns = 'conversation_id, turn, agent_run_id, prompt, answer, status, error, usage_json, trace_id, created'
+        """A conversation's turns in order, or the turn one orchestrator agent run (any of a turn's) belongs to."""
+        columns = ('conversation_id, turn, agent_run_id, prompt, answer, status, error, usage_json, trace_id, created, '
+                   'agent_run_ids_json')
         if agent_run_id is not None:
-            sql, params = f'SELECT {columns} FROM turns WHERE agent_run_id = ?', (agent_run_id,)
+            sql, params = f'SELECT {columns} FROM turns WHERE {_HOLDS_AGENT_RUN}', (agent_run_id, agent_run_id)
         else:
             sql, params = f'SELECT {columns} FROM turns WHERE conversation_id = ? ORDER BY turn', (conversation_id,)
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [Turn(*row[:7], usage=_decode(row[7]), trace_id=row[8], created=row[9]) for row in rows]
+        return [Turn(*row[:7], usage=_decode(row[7]), trace_id=row[8], created=row[9],
+                     agent_run_ids=_decode(row[10]) or ([row[2]] if row[2] else [])) for row in rows]
 
 
     # -- the studio's reads (`harness ui`) ---------------------------------------------------------
@@ -1334,6 +1358,35 @@ def _common_prefix(a: str, b: str) -> int:
             break
         n += 1
     return n
+
+
+def _marks(values: list[Any]) -> str:
+    """`?, ?, ?`: one parameter per value, for `IN (...)`."""
+    return ', '.join('?' * len(values))
+
+
+def _insert_spans(conn: sqlite3.Connection, run_id: str, spans: list[SpanDict]) -> None:
+    spans_json = json.dumps(spans, ensure_ascii=False, separators=(',', ':'), default=str)
+    conn.execute('INSERT INTO spans (run_id, spans_json, created) VALUES (?, ?, ?)', (run_id, spans_json, time.time()))
+
+
+def _spans_of(conn: sqlite3.Connection, keys: list[str]) -> list[SpanDict]:
+    """The spans stored under any of `keys`, batches in the order they were added."""
+    batches = conn.execute(f'SELECT spans_json FROM spans WHERE run_id IN ({_marks(keys)}) ORDER BY id', keys)
+    return [span for (text,) in batches.fetchall() for span in json.loads(text)]
+
+
+def _turn_agent_runs(conn: sqlite3.Connection, agent_run_id: str) -> list[str]:
+    """Every agent run of the turn `agent_run_id` is one of; just it when no stored turn has it."""
+    row = conn.execute(f'SELECT agent_run_id, agent_run_ids_json FROM turns WHERE {_HOLDS_AGENT_RUN} LIMIT 1',
+                       (agent_run_id, agent_run_id)).fetchone()
+    return (_decode(row[1]) or [row[0]]) if row is not None else [agent_run_id]
+
+
+def _referenced(conn: sqlite3.Connection, agent_runs: list[str]) -> bool:
+    """Whether a stored run (script) was written by one of these orchestrator agent runs."""
+    sql = f'SELECT 1 FROM runs WHERE orchestrator_run_id IN ({_marks(agent_runs)}) LIMIT 1'
+    return conn.execute(sql, agent_runs).fetchone() is not None
 
 
 def _binding(run_id: str, after_seq: int, ledger_json: str) -> bytes:

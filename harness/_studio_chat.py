@@ -101,7 +101,6 @@ class Chat:
         agent_run_id = str(uuid.uuid4())  # chosen here, so the turn's runs are found even if it fails
         turn.agent_run_id = turn.agent_run_id or agent_run_id
         turn.agent_run_ids.append(agent_run_id)
-        RECORDER.expect(agent_run_id)  # the orchestrator's own spans, stored when the stream ends (`merged`)
         events: asyncio.Queue[BaseChunk | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
@@ -143,6 +142,7 @@ class Chat:
                 raise ValueError(f'conversation {conversation_id} has no turn waiting for approval to continue.')
             run_input.messages = []
             return StudioTurn(conversation_id, found, last.turn, last.prompt, history, agent_run_id=last.agent_run_id,
+                              agent_run_ids=list(last.agent_run_ids),
                               deferred=DeferredToolResults(approvals={p.tool_call_id: True for p in deferred}),
                               usage=Totals.from_json(last.usage))
         users = [m for m in run_input.messages if m.role == 'user']
@@ -157,13 +157,14 @@ class Chat:
     async def merged(self, stream: AsyncIterator[BaseChunk], events: asyncio.Queue[BaseChunk | None],
                      turn: StudioTurn) -> AsyncIterator[BaseChunk]:
         """The adapter's chunks and the calls' `data-call` parts, in the order they happened. The conversation
-        is marked busy here, where the turn starts (a response whose client left before its body began never
-        runs this, so never leaves it marked)."""
+        is marked busy, and the recorder told to expect this request's agent run, here, where the turn starts:
+        a response whose client left before its body began never runs this, so leaves neither behind (the
+        `finally` below clears both)."""
         if turn.conversation_id in self.busy:
-            RECORDER.drain(turn.agent_run_ids[-1])  # this request's agent run never starts
             yield ErrorChunk(error_text=f'conversation {turn.conversation_id} has a turn running; wait for it to end.')
             return
         self.busy.add(turn.conversation_id)
+        RECORDER.expect(turn.agent_run_ids[-1])  # the orchestrator's own spans, drained and stored by `keep_spans`
 
         async def pump() -> None:
             try:
@@ -196,11 +197,12 @@ class Chat:
             self.busy.discard(turn.conversation_id)
 
     def keep_spans(self, agent_run_id: str) -> None:
-        """Store the spans of this request's agent run (it has ended), as `harness chat` does, for the span tree."""
+        """Store the spans of this request's agent run (it has ended; its turn is stored), as `harness chat`
+        does, for the span tree."""
         spans = RECORDER.drain(agent_run_id)
         if spans:
             with contextlib.suppress(StoreError):  # the turn is stored; its orchestrator spans are a nicety
-                self.store.add_spans(agent_run_id, spans)
+                self.store.add_orchestrator_spans(agent_run_id, spans)
 
     def record(self, turn: StudioTurn) -> DataChunk:
         """Store the turn and the conversation (its messages only when the turn produced them); the `data-turn`
@@ -217,7 +219,8 @@ class Chat:
             self.store.save_conversation(conversation)
             self.store.add_turn(Turn(conversation.conversation_id, turn.number, turn.agent_run_id, turn.prompt,
                                      turn.answer, turn.status, error=turn.error,
-                                     usage=None if turn.usage.empty else turn.usage.as_json()))
+                                     usage=None if turn.usage.empty else turn.usage.as_json(),
+                                     agent_run_ids=turn.agent_run_ids))
         except StoreError as exc:  # the answer is on the page; losing its record is worth a line, not the turn
             error = f'the turn was not stored: {exc}'
         return DataChunk(type='data-turn', data={**self.turn_data(turn), 'store_error': error})
@@ -256,7 +259,7 @@ class StudioTurn:
     agent_run_id: str | None = None
     """The orchestrator run the turn is stored under (for a continued turn: the one that started it)."""
     agent_run_ids: list[str] = field(default_factory=list)
-    """This request's orchestrator run (a continued turn's scripts may belong to either)."""
+    """Every orchestrator run of the turn, this request's last (a continued turn's scripts may belong to any)."""
     deferred: DeferredToolResults | None = None
     usage: Totals = field(default_factory=Totals)
     status: str = 'running'

@@ -134,13 +134,14 @@ def exceptions_by_seq(spans: Iterable[SpanDict]) -> dict[int, list[dict[str, str
 
 
 def trace_spans(db: RunStore, run: RunRow) -> list[SpanDict]:
-    """What `harness trace RUN` draws: the run's stored spans and, when `ask`/`chat` stored them, those of the
-    orchestrator's agent run that wrote its script (its model requests with their tokens, the tool executions),
-    so the tree has the orchestrator at its root as an OpenTelemetry backend shows it. None without the run's."""
+    """What `harness trace RUN` draws: the run's stored spans and, when `ask`/`chat`/the studio stored them,
+    those of the orchestrator's agent runs of its turn (their model requests with their tokens, the tool
+    executions; one more agent run each time the turn continued after approvals), so the tree has the
+    orchestrator at its root as an OpenTelemetry backend shows it. None without the run's."""
     own = db.spans(run.run_id)
     if not own or not run.orchestrator_run_id:
         return own
-    return [*db.spans(run.orchestrator_run_id), *own]
+    return [*db.orchestrator_spans(run.orchestrator_run_id), *own]
 
 
 def call_json(call: CallRecord, exceptions: list[dict[str, str]] | None = None) -> dict[str, Any]:

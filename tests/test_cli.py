@@ -15,6 +15,7 @@ import os
 import pty
 import re
 import select
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -414,6 +415,21 @@ def test_a_base_url_whose_server_does_not_name_one_model_is_a_one_line_error(
     finally:
         fake.close()
     assert fake.requests == []  # no chat request went out under a made-up name
+
+
+def test_a_turn_that_ran_no_script_stores_no_spans(cli: Cli, tmp_path: Path) -> None:
+    """An orchestrator's spans are shown and deleted with its runs: an answer without a script keeps none."""
+    from fake_openai import FakeOpenAI, Turn
+
+    fake = FakeOpenAI([Turn(chunks=['nothing to run'])])
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    try:
+        assert 'nothing to run' in ok(cli(['ask', 'hello'], cwd=tmp_path, env=env))
+    finally:
+        fake.close()
+    with sqlite3.connect(tmp_path / 'runs.db') as conn:
+        assert conn.execute('SELECT count(*) FROM turns').fetchone() == (1,)
+        assert conn.execute('SELECT count(*) FROM spans').fetchone() == (0,)
 
 
 def test_a_base_url_with_no_server_behind_it_is_a_one_line_error(cli: Cli, tmp_path: Path) -> None:
@@ -869,6 +885,45 @@ def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
     assert 'a' * 5000 not in short and '(5,003chars)' in short and '…10more]' in short
 
 
+MARKED_MODULE = '''\
+from pathlib import Path
+
+from harness import Harness
+
+Path("imported.txt").write_text("imported")  # says the module was imported
+marked = Harness(store=":memory:")
+
+
+@marked.tool
+async def eligible(*, ticket: str) -> bool:
+    return True
+
+
+@marked.tool
+async def refund(*, ticket: str) -> str:
+    return "refunded"
+'''
+
+
+def test_trace_mermaid_builds_no_catalog_for_a_run_that_stored_its_own(cli: Cli, tmp_path: Path) -> None:
+    """The run's stored catalog names the callees of its script, the branch not taken too: drawing it imports
+    none of the user's modules. A run an older harness stored without one is drawn with today's catalog."""
+    (tmp_path / 'marked.py').write_text(MARKED_MODULE)
+    (tmp_path / 'flow.py').write_text('ok = await eligible(ticket="T")\nif not ok:\n    await refund(ticket="T")\nok\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    ran = ok(cli(['exec', 'flow.py', '--json', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    run_id = json.loads(ran)['run_id']
+    marker = tmp_path / 'imported.txt'
+    marker.unlink()
+    chart = ok(cli(['trace', run_id, '--mermaid', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    assert '"refund<br/>line 3"' in chart and 'start ==> n0' in chart
+    assert not marker.exists()
+    with sqlite3.connect(tmp_path / 'runs.db') as conn:
+        conn.execute('UPDATE runs SET catalog_json = NULL')
+    older = ok(cli(['trace', run_id, '--mermaid', '--agents', 'marked:marked'], cwd=tmp_path, env=env))
+    assert older == chart and marker.exists()
+
+
 def test_the_store_is_the_projects_from_any_subdirectory(cli: Cli, tmp_path: Path) -> None:
     project = tmp_path / 'project'
     deep = project / 'src' / 'pkg'
@@ -1148,3 +1203,10 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     else:
         assert not (tmp_path / 'sent.txt').exists() and run['status'] == 'waiting'
         assert f'left waiting: harness approve {run["run_id"]}' in out
+    # Its trace has the orchestrator's agent run of each part of the turn (one more when it went on); they are
+    # deleted with the run, the turn's only one.
+    spans = json.loads(ok(cli(['trace', run['run_id'], '--json'], cwd=tmp_path, env=env)))
+    assert [s['name'] for s in spans].count('invoke_agent orchestrator') == requests
+    ok(cli(['rm', '--force', run['run_id']], cwd=tmp_path, env=env))
+    with sqlite3.connect(tmp_path / 'runs.db') as conn:
+        assert conn.execute('SELECT count(*) FROM spans').fetchone() == (0,)

@@ -28,6 +28,7 @@ from harness._store import (
     RunRow,
     RunStore,
     StoreError,
+    Turn,
     WouldWait,
     _binding,
 )
@@ -315,6 +316,37 @@ def test_spans_round_trip(store: RunStore) -> None:
     store.add_spans('other', [{'name': 'x'}])
     assert [s['name'] for s in store.spans('r')] == ['run', 'call f', 'call g']
     assert store.spans('r')[0]['attributes'] == {'tags': ['a', 'b']}
+
+
+def test_a_turns_orchestrator_spans_are_read_with_any_of_its_runs_and_deleted_with_the_last(store: RunStore) -> None:
+    """A turn that went on after approvals is several agent runs (`a1`, then `a2`); its scripts carry the id of
+    the one that wrote them. Each run's trace reads the orchestrator spans of all of them, and the turn's last run
+    deleted takes them along; spans of an agent run no stored run belongs to are not kept at all."""
+    store.add_turn(Turn('c', 1, 'a1', 'go', None, 'completed', agent_run_ids=['a1', 'a2']))
+    store.create_run(RunRow('first', orchestrator_run_id='a1'))
+    store.create_run(RunRow('second', orchestrator_run_id='a2'))
+    store.add_orchestrator_spans('a1', [{'name': 'invoke_agent 1'}])
+    store.add_orchestrator_spans('a2', [{'name': 'invoke_agent 2'}])
+    store.add_orchestrator_spans('elsewhere', [{'name': 'a turn with no script'}])
+    for agent_run in ('a1', 'a2'):
+        assert [s['name'] for s in store.orchestrator_spans(agent_run)] == ['invoke_agent 1', 'invoke_agent 2']
+        assert [t.turn for t in store.turns(agent_run_id=agent_run)] == [1]
+    assert store.orchestrator_spans('elsewhere') == []
+    store.delete_run('first')
+    assert len(store.orchestrator_spans('a1')) == 2  # `second` still shows them
+    store.delete_run('second')
+    assert raw(store.path).execute('SELECT count(*) FROM spans').fetchone() == (0,)
+
+
+def test_a_turn_stored_before_its_agent_runs_were_is_its_first_ones(db: Path, store: RunStore) -> None:
+    """A turn stored by an older harness has only `agent_run_id`: that is its one agent run."""
+    store.add_turn(Turn('c', 1, 'a1', 'go', 'done', 'completed'))
+    raw(db).execute('UPDATE turns SET agent_run_ids_json = NULL')
+    [turn] = store.turns(agent_run_id='a1')
+    assert turn.agent_run_ids == ['a1']
+    store.create_run(RunRow('r', orchestrator_run_id='a1'))
+    store.add_orchestrator_spans('a1', [{'name': 'invoke_agent'}])
+    assert [s['name'] for s in store.orchestrator_spans('a1')] == ['invoke_agent']
 
 
 # -- schema and migrations ----------------------------------------------------------------------

@@ -471,6 +471,77 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
     assert again[0] == 409  # nothing waits any more
 
 
+def names(node: dict[str, Any]) -> list[str]:
+    """A span tree's names, depth first."""
+    return [node['name'], *(name for child in node['children'] for name in names(child))]
+
+
+def stored_spans(store: Any) -> list[tuple[str]]:
+    """Every key the store's spans are kept under (a run's id, or an orchestrator agent run's)."""
+    with sqlite3.connect(store.path) as conn:
+        return conn.execute('SELECT DISTINCT run_id FROM spans').fetchall()
+
+
+def test_a_continued_turns_trace_has_each_agent_run_and_goes_with_its_run(studio: Callable[..., Studio],
+                                                                          cli: Callable[..., Any]) -> None:
+    """A turn that waited for approval and went on is two orchestrator agent runs: the run's span tree has
+    both (the second calls the tool that resumes the run, then answers), and deleting the turn's run deletes
+    their spans too."""
+    s = studio(approval_model())
+    [turn] = [c['data'] for c in s.chat('conversation-five', 'tell ops the deploy is done') if c['type'] == 'data-turn']
+    [run] = turn['waiting']
+    s.post(f'/api/runs/{run["run_id"]}/approve', {'seq': 1})
+    s.chat('conversation-five', None, path='/api/chat?continue=1')
+    first, second = s.get(f'/api/runs/{run["run_id"]}')['spans']
+    assert first['name'] == second['name'] == 'invoke_agent orchestrator'
+    assert names(first).count(f'run_workflow {run["run_id"]}') == 2  # it ran, and resumed in its trace
+    assert names(second)[1:] == ['execute_tool run_workflow', 'chat function:respond:stream'], names(second)
+
+    store = s.harness.store
+    deleted = cli(['rm', run['run_id'], '--store', str(store.path)], cwd=Path(store.path).parent)
+    assert deleted.exit_code == 0, deleted.describe()
+    assert stored_spans(store) == []
+
+
+def test_a_turn_that_ran_no_script_keeps_no_spans(studio: Callable[..., Studio]) -> None:
+    """Only a run shows (and deletes) an orchestrator's spans: a turn that wrote no script stores none."""
+
+    def answer(_messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart('Nothing to run.')])
+
+    async def stream(_messages: list[ModelMessage], _info: AgentInfo) -> AsyncIterator[str]:
+        yield 'Nothing to run.'
+
+    s = studio(FunctionModel(answer, stream_function=stream))
+    [turn] = [c['data'] for c in s.chat('conversation-six', 'hello') if c['type'] == 'data-turn']
+    assert turn['status'] == 'completed' and turn['runs'] == []
+    assert stored_spans(s.harness.store) == []
+
+
+async def test_a_chat_response_whose_body_never_starts_leaves_nothing_expected(tmp_path: Path) -> None:
+    """A client that leaves before the response's body begins: the turn never starts, and the recorder is
+    left expecting no agent run for it (it would hold the id for the life of the server)."""
+    from starlette.requests import Request
+
+    from harness._studio_chat import Chat
+    from harness._tracing import RECORDER
+
+    body = json.dumps({'trigger': 'submit-message', 'id': 'conversation-seven', 'messages': [
+        {'id': 'm', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello'}]}]}).encode()
+
+    async def receive() -> dict[str, Any]:
+        return {'type': 'http.request', 'body': body, 'more_body': False}
+
+    scope = {'type': 'http', 'method': 'POST', 'path': '/api/chat', 'query_string': b'',
+             'headers': [(b'content-type', b'application/json')]}
+    async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+        before = set(RECORDER._expected)
+        response = await Chat(h, demo_model(), 'test model').respond(Request(scope, receive))
+        assert response.status_code == 200
+        del response  # never sent: the client went away
+        assert RECORDER._expected == before
+
+
 def test_a_failing_model_ends_the_turn_failed(studio: Callable[..., Studio]) -> None:
     def broken(_messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
         raise RuntimeError('the provider is down')
