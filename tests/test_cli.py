@@ -981,6 +981,8 @@ def test_cancel_stops_a_run_in_another_process(cli: Cli, tmp_path: Path, spawn: 
 # -- streamed Markdown on a real terminal -----------------------------------------------------------------
 
 
+# A real pty and a real process (3 s): the slow tier; the rendering itself is tested in-process above.
+@pytest.mark.slow
 def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Terminal],
                                             offline_env: Callable[..., dict[str, str]]) -> None:
     """`harness ask` on a pseudo-terminal against an OpenAI-compatible server that holds back: the spinner

@@ -414,6 +414,8 @@ def test_a_worker_without_a_server_says_so_in_one_line(tmp_path: Path, cli) -> N
     assert len(result.stderr.strip().splitlines()) == 1 and 'Traceback' not in result.stderr
 
 
+# A real dev server and its UI (2 s): the slow tier; the command line it runs is tested above.
+@pytest.mark.slow
 def test_temporal_dev_starts_a_server_and_its_web_ui_on_localhost(tmp_path: Path) -> None:
     """The server a Temporal user expects: gRPC for workers, and the Web UI, whose address it prints."""
     import urllib.request
