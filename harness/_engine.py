@@ -23,33 +23,33 @@ from pydantic_ai.capabilities import Toolset
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
-from ._analysis import Analysis, analyze
-from ._budget import Budget
-from ._catalog import Callee, CallKind, WrongReturn, callee_from_agent, callee_from_function, check_rules
-from ._check import MAX_CHECKERS, Checker, CheckReport
-from ._context import RunScope
-from ._dispatch import Dispatcher
-from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
+from ._agent._prompt import ORCHESTRATOR_INSTRUCTIONS
+from ._agent._toolset import WorkflowToolset
+from ._catalog._callees import Callee, CallKind, WrongReturn, callee_from_agent, callee_from_function, check_rules
+from ._catalog._manifest import Admission, CatalogChange, CatalogChanged, admit, changes, manifest
+from ._catalog._rules import Access, Policy, Requires, normalize
+from ._catalog._stubs import check_type_names, render_inputs, render_stubs
+from ._check._analysis import Analysis, analyze
+from ._check._checker import MAX_CHECKERS, Checker, CheckReport
+from ._dispatch._budget import Budget
+from ._dispatch._context import RunScope
+from ._dispatch._dispatcher import Dispatcher
+from ._dispatch._history import History
 from ._errors import WorkflowError, WorkflowTypeError
-from ._grants import HostGrants
-from ._history import History
-from ._journal import Journal
-from ._manifest import Admission, CatalogChange, CatalogChanged, admit, changes, manifest
-from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._records import EventHandler, Pending, WorkflowResult, new_run_id
-from ._rules import Access, Policy, Requires, normalize
 from ._run import execute
-from ._runner import ScriptRun, type_check, type_error
-from ._sandbox import SandboxLimits, SandboxPool, default_workers
-from ._store import Decision, Owner, RunRow, RunStore, one_execution, this_process
-from ._stubs import check_type_names, render_inputs, render_stubs
-from ._toolset import WorkflowToolset
-from ._tracing import configure_tracing
-from ._values import NotPlainData, jsonable, plain
+from ._sandbox._grants import HostGrants
+from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
+from ._sandbox._runner import ScriptRun, type_check, type_error
+from ._sandbox._values import NotPlainData, jsonable, plain
+from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
+from ._store._journal import Journal
+from ._store._sqlite import Decision, Owner, RunRow, RunStore, one_execution, this_process
+from ._tracing._setup import configure_tracing
 
 if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness
-    from ._evals import EvalOptions, EvalResult
-    from ._temporal import Conversation
+    from ._evals._run import EvalOptions, EvalResult
+    from ._temporal._host import Conversation
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -368,7 +368,7 @@ class Harness:
         scope = scope or self.new_scope()
         access = scope.access.merged(Access.of(allow, deny))
         if self.temporal:
-            from ._temporal import run_on_temporal
+            from ._temporal._host import run_on_temporal
 
             return await run_on_temporal(self, code, inputs, scope, access)
         return await self._start(new_run_id(), code, inputs, scope, access, on_event=on_event)
@@ -496,8 +496,8 @@ class Harness:
         finally:
             store.release(run.run_id, owner)
         if self.temporal and seqs:  # a run on Temporal waits for the `decide` signal, which carries it too
-            from ._temporal import signal_decision
-            from ._temporal_flow import Decided
+            from ._temporal._flow import Decided
+            from ._temporal._host import signal_decision
 
             for each in seqs:
                 self._sync(signal_decision(self.temporal, run.run_id, Decided(
@@ -665,7 +665,7 @@ class Harness:
         an earlier conversation to continue it."""
         if not self.temporal:
             raise UserError('conversation() runs on Temporal: make the Harness with temporal="host:port".')
-        from ._temporal import Conversation
+        from ._temporal._host import Conversation
 
         return Conversation(self.temporal, self.task_queue, conversation_id or new_run_id())
 
@@ -687,7 +687,7 @@ class Harness:
         arguments; `model_label` names the model in the report when its repr does not, `name` the eval,
         `progress` shows pydantic-evals' progress bar.
         """
-        from ._evals import evaluate
+        from ._evals._run import evaluate
 
         return await evaluate(self, dataset, **options)
 

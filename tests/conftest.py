@@ -220,7 +220,7 @@ def invoke_cli(
     added for `--agents` are dropped again, and no sandbox worker may outlive the command."""
     from typer.testing import CliRunner
 
-    from harness._cli import app
+    from harness._cli._app import app
 
     overrides: dict[str, str | None] = {k: None for k in os.environ if k in STRIPPED_ENV or k.startswith('OTEL_')}
     overrides.update({'COLUMNS': str(columns), **(env or {})})

@@ -18,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporal_agents import work
 
 from harness import Harness
-from harness._temporal import serve
+from harness._temporal._host import serve
 
 
 def orchestrate(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

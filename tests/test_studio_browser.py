@@ -244,7 +244,7 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
 
     import uvicorn
 
-    from harness._studio import create_app, listen
+    from harness._studio._app import create_app, listen
 
     sock = listen(0)
     server = uvicorn.Server(uvicorn.Config(create_app(h, model=model, model_label=label), log_level='warning'))
@@ -322,7 +322,7 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
     from test_studio import catalog
 
     from harness import Harness, RunRow
-    from harness._store import Owner, this_process
+    from harness._store._sqlite import Owner, this_process
 
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
     assert h.store is not None

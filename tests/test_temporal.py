@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from harness import After, BudgetExceeded, Harness, WorkflowError, WorkflowTypeError
-from harness._cli import temporal_binary
-from harness._temporal import connect, worker
+from harness._cli._app import temporal_binary
+from harness._temporal._host import connect, worker
 
 TESTS = Path(__file__).parent
 
@@ -291,7 +291,7 @@ async def test_a_worker_that_cannot_write_the_store_fails_the_run_with_a_clear_e
 
 
 async def test_a_long_script_continues_as_new_and_keeps_what_it_printed(temporal_address: str, tmp_path: Path) -> None:
-    from harness._temporal_flow import ScriptStart, ScriptWorkflow, workflow_id
+    from harness._temporal._flow import ScriptStart, ScriptWorkflow, workflow_id
 
     code = "total = 0\nfor i in range(6):\n    total += await square(i=i)\n    print(i)\ntotal"
     async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
@@ -355,7 +355,7 @@ async def test_a_callee_runs_on_its_own_task_queue(temporal_address: str, tmp_pa
 def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) -> None:
     """What a `call` activity that finishes after its call timed out writes: nothing."""
     from harness import CallRecord, RunRow
-    from harness._store import RunStore
+    from harness._store._sqlite import RunStore
 
     store = RunStore(str(tmp_path / 'runs.db'))
     store.create_run(RunRow(run_id='r1', script='x'))
@@ -373,7 +373,7 @@ def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) 
 
 def test_the_cli_runs_a_script_on_temporal_from_pyproject(temporal_address: str, tmp_path: Path, cli) -> None:
     """`[tool.harness] temporal` and `task_queues` send `harness exec` to the workers (one runs on a thread)."""
-    from harness._loading import find_project_config
+    from harness._cli._loading import find_project_config
 
     queue = f'cli-{uuid.uuid4().hex[:8]}'
     (tmp_path / 'pyproject.toml').write_text(
@@ -442,7 +442,7 @@ def test_temporal_dev_command_line_has_the_ui_unless_headless() -> None:
     """The UI is on by default at the gRPC port + 1000 (Temporal's own default), on 127.0.0.1 like the server,
     with no news feed fetched (the dev server stays offline); `--headless` turns it off. Every flag used is
     one the bundled `temporal` binary takes."""
-    from harness._cli import temporal_dev_command
+    from harness._cli._app import temporal_dev_command
 
     binary = temporal_binary()
     if binary is None:

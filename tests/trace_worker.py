@@ -152,7 +152,7 @@ def main() -> None:
         h.close()
         say(resumed={'run_id': resumed.run_id, 'value': resumed.value})
     flush()
-    from harness._tracing import configure_tracing
+    from harness._tracing._setup import configure_tracing
 
     say(report={
         'mode': configure_tracing(),  # done already, by the first Harness: this returns what it decided
