@@ -26,6 +26,11 @@ import pytest
 
 from harness import Harness
 
+# The test helpers and the worker scripts the tests start (tests/helpers/) import as top-level modules, as they do
+# in the worker processes, whose PYTHONPATH names that folder.
+HELPERS = Path(__file__).parent / 'helpers'
+sys.path.insert(0, str(HELPERS))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Let the Python subprocesses the crash, CLI and tracing tests start share a bytecode cache.

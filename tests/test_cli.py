@@ -1094,7 +1094,7 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
 def test_every_script_shows_when_the_model_server_reuses_one_tool_call_id(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Some OpenAI-compatible servers (and `tests/fake_openai.py`) give every tool call the same id: the second
+    """Some OpenAI-compatible servers (and `tests/helpers/fake_openai.py`) give every tool call the same id: the second
     script is still a new attempt, shown and labelled, not the first one going on."""
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo

@@ -33,7 +33,7 @@ from harness import After, CallEvent, Harness, PolicyViolation, RegistrationErro
 from harness._agent._toolset import WorkflowToolset
 from harness._store._sqlite import RunStore
 
-WORKER = Path(__file__).with_name('control_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'control_worker.py'
 REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])
 
 

@@ -30,7 +30,7 @@ from harness import CallRecord, ReplayDivergence, SandboxCrashed, SnapshotError,
 from harness._dispatch._history import History
 from harness._store._sqlite import RunStore
 
-WORKER = Path(__file__).with_name('crash_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'crash_worker.py'
 sys.path.insert(0, str(WORKER.parent))
 from crash_worker import CALLS, EXPECTED, SCRIPT, build  # noqa: E402
 

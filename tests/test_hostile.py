@@ -19,7 +19,7 @@ import pytest
 from harness import Harness, SnapshotError, WorkflowError, WorkflowTypeError
 from harness._store._sqlite import RunStore
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / 'helpers'))
 from hostile_scripts import CORPUS
 
 

@@ -2,7 +2,7 @@
 
 Debian's `chromium` (installed by `.ci/run`; `HARNESS_CHROMIUM` names another) through Playwright; Playwright's
 own browser download is not used. One `harness ui --port 0` process serves a store holding a completed, a
-failed and a waiting run (made by `harness exec`, with `tests/studio_catalog.py` beside the built-ins) and the
+failed and a waiting run (made by `harness exec`, with `tests/helpers/studio_catalog.py` beside the built-ins) and the
 offline demo planner as the orchestrator. Every wait is for something the page shows, never for time.
 """
 
@@ -68,7 +68,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any], sp
         (home / f'{name}.py').write_text(code)
         made = cli(['exec', f'{name}.py', '--json', *common], cwd=home)
         runs[name] = json.loads(made.stdout.strip().splitlines()[-1])['run_id']
-    env = offline_env(PYTHONPATH=str(TESTS))
+    env = offline_env(PYTHONPATH=str(TESTS / 'helpers'))
     child = spawn([HARNESS, 'ui', '--port', '0', *common], env=env, cwd=home)
     url = re.search(r'http://127\.0\.0\.1:\d+', child.expect('studio: ')).group(0)
     yield Studio(url, child, runs)

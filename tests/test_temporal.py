@@ -185,7 +185,7 @@ def gated_marks(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     marks = tmp_path / 'marks'
     marks.mkdir()
     env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
-           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
+           'PYTHONPATH': str(TESTS / 'helpers'), 'PYDANTIC_AI_NO_BANNER': '1'}
     return marks, env
 
 
@@ -243,7 +243,7 @@ async def test_a_conversation_survives_workers_killed_mid_script_and_between_tur
     marks, env = gated_marks(tmp_path)
     store = tmp_path / 'runs.db'
     queue = f'chat-{uuid.uuid4().hex[:8]}'
-    command = [sys.executable, str(TESTS / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
+    command = [sys.executable, str(TESTS / 'helpers' / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
 
     def start_worker():
         child = spawn(command, env=env, cwd=tmp_path)

@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from harness import CallContext, Harness, Pending, RunBusy, WorkflowError
 from harness._store._sqlite import RunStore
 
-WORKER = Path(__file__).with_name('waiting_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'waiting_worker.py'
 sys.path.insert(0, str(WORKER.parent))
 from waiting_worker import build  # noqa: E402
 
