@@ -1,11 +1,12 @@
 """Dispatch: turns one call a script made into one run of a callee, under the run's policies.
 
-`start` is synchronous: lookup, argument validation, the journal's answer (`History`), reuse of
-an identical earlier result, and the budget reservation all happen in call order with no `await`
-in between. That makes budgets exact and sequence numbers deterministic, which the journal and
-replay rely on. Live calls are staged, then `launch` journals them (write-ahead) and starts them;
-`settle` journals results before the loop hands them to the sandbox. Deciding how a call is
-answered from the journal is `History`'s job; running it is this module's.
+`start` is synchronous: lookup, argument validation, the rules, the answer sources (`_sources`: the
+journal, an earlier script's result, an eval's baseline, a person's decision) and the budget
+reservation all happen in call order with no `await` in between. That makes budgets exact and
+sequence numbers deterministic, which the journal and replay rely on. Live calls are staged, then
+`launch` journals them (write-ahead) and starts them; `settle` journals results before the loop hands
+them to the sandbox. Deciding how a call is answered without running is the sources' job; charging,
+journaling and running it is this module's.
 
 A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
 sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
@@ -38,7 +39,6 @@ from .._records import (
     EventHandler,
     EventKind,
     Outcome,
-    call_key,
     describe,
     preview,
 )
@@ -50,6 +50,7 @@ from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
+from ._sources import Hold, answer_sources, ask, reuse_key
 
 MAX_WITHHELD = 1_000
 """Budget refusals one fan-out may make; past that the script is stopped once the calls within the budget
@@ -103,7 +104,12 @@ class Dispatcher:
         self.on_event = on_event
         self.journal = journal
         self.history = history
-        self.reuse = reuse and history is None
+        self.sources = answer_sources(
+            run_id=run_id, history=history, reusable=scope.reusable if reuse else None,
+            recorded=recorded_calls(), decisions=dict(decisions or {}),
+        )
+        """Asked in order for each call's answer (`_sources`); the baseline is an eval case's (`reuse_calls`), set
+        around the case's orchestrator run."""
         self.trace_values = trace_values
         self.calls: list[CallRecord] = []
         self.staged: list[Staged] = []
@@ -116,8 +122,6 @@ class Dispatcher:
         """The order in which live calls finished on the host, by seq (the joins rank by it)."""
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         """The sandbox's future of each live call, by seq (a join may answer it before it ends)."""
-        self.decisions = dict(decisions or {})
-        """A person's decisions on calls that need approval, by seq (read when the run started)."""
         self.held: dict[int, asyncio.Future[Outcome]] = {}
         """Calls waiting for approval, or (`defer`) for an activity to run them, by seq: never answered in this
         process; the run stops for them."""
@@ -128,11 +132,9 @@ class Dispatcher:
         self.withheld: dict[asyncio.Future[Outcome], Outcome] = {}
         """Budget refusals not delivered yet, in call order: released once nothing is `live`."""
         self.unfinished = 0
+        """Started calls whose task has not ended (a count, so `live` costs nothing per result)."""
         self.burst = 0
         """Budget refusals since the sandbox was last handed results: one fan-out past the budget (`reserve`)."""
-        """Started calls whose task has not ended (a count, so `live` costs nothing per result)."""
-        self.recorded = recorded_calls() if history is None else None
-        """An eval case's baseline answers (`reuse_calls`), set around the case's orchestrator run."""
         self.t0 = time.perf_counter()
 
     # -- the synchronous half: admit the call, in call order -------------------------------------
@@ -174,17 +176,10 @@ class Dispatcher:
         replaying = self.history is not None and self.history.mode == 'replay'
         if replaying and self.history.spent(record) and not self.charge(record, callee, future):
             return future, None
-        answer = self.history.answer(record) if self.history is not None else None
-        if answer is None and self.reuse:
-            answer = self.from_earlier_script(record)
-        if answer is None and self.recorded is not None:
-            answer = self.from_recorded(callee, record)
-        if answer is None and callee.approval:
-            decision = self.decisions.get(record.seq)
-            if decision is None:
-                self.hold(record, future)
-                return future, record.seq
-            answer = self.decided(record, decision)
+        answer = ask(self.sources, callee, record)
+        if isinstance(answer, Hold):
+            self.hold(record, future)
+            return future, record.seq
         if not replaying and not self.charge(record, callee, future):
             return future, None
         self.add_record(record)
@@ -302,22 +297,6 @@ class Dispatcher:
         self.answered.append(record)  # journaled with the next pause (and its snapshot)
         self.held[record.seq] = future
 
-    def decided(self, record: CallRecord, decision: Decision) -> Outcome | None:
-        """A person's decision on this call, traced with who decided and when: None (approved: it runs)
-        or the refusal the script gets."""
-        attributes = {
-            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
-            'harness.decision': 'approved' if decision.approved else 'rejected',
-            'harness.decided_by': decision.decided_by or '', 'harness.decided_at': decision.decided_at,
-        }
-        with TRACER.start_as_current_span(f'approval {record.callee}', attributes=attributes):
-            pass
-        if decision.approved:
-            return None
-        who = decision.decided_by or 'a person'
-        why = f'{record.callee} was rejected by {who}' + (f': {decision.reason}' if decision.reason else '')
-        return answered(record, 'answered', error=why, refused=True)
-
     def count_repeat(self, record: CallRecord) -> None:
         limit = self.policy.max_repeats
         if limit is None:
@@ -350,20 +329,6 @@ class Dispatcher:
             known = ', '.join(sorted(self.callees)) or 'none'
             raise NameError(f'name {name!r} is not defined; the callable functions are: {known}')
         return callee, validate_arguments(callee, kwargs)
-
-    def from_earlier_script(self, record: CallRecord) -> Outcome | None:
-        """Reuse an identical call that completed in an earlier script of the same orchestrator run."""
-        key = reuse_key(record.callee, record.arguments)
-        if key not in self.scope.reusable:
-            return None
-        return answered(record, 'reused', result=self.scope.reusable[key])
-
-    def from_recorded(self, callee: Callee, record: CallRecord) -> Outcome | None:
-        """Answer from the baseline eval's journal (`reuse_calls`). Charged like a live call, so the budget,
-        the rules and later reuse see the run the baseline saw."""
-        assert self.recorded is not None
-        found, value = self.recorded.answer(callee, record)
-        return answered(record, 'baseline', result=value) if found else None
 
     def host_value(
         self,
@@ -593,10 +558,6 @@ def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> No
         future.set_exception(exc)
     else:
         future.set_result(task.result())
-
-
-def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
-    return call_key(callee, arguments)
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:
