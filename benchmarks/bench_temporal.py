@@ -45,7 +45,7 @@ def free_port() -> int:
 
 
 def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from harness._cli._app import temporal_binary
+    from harness._cli._session_commands import temporal_binary
 
     binary = temporal_binary()
     if binary is None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness import After, BudgetExceeded, Harness, WorkflowError, WorkflowTypeError
-from harness._cli._app import temporal_binary
+from harness._cli._session_commands import temporal_binary
 from harness._temporal._host import connect, worker
 
 TESTS = Path(__file__).parent
@@ -442,7 +442,7 @@ def test_temporal_dev_command_line_has_the_ui_unless_headless() -> None:
     """The UI is on by default at the gRPC port + 1000 (Temporal's own default), on 127.0.0.1 like the server,
     with no news feed fetched (the dev server stays offline); `--headless` turns it off. Every flag used is
     one the bundled `temporal` binary takes."""
-    from harness._cli._app import temporal_dev_command
+    from harness._cli._session_commands import temporal_dev_command
 
     binary = temporal_binary()
     if binary is None:
