@@ -61,7 +61,7 @@ err = Console(stderr=True, highlight=False)
 
 StoreOpt = Annotated[
     str | None,
-    typer.Option('--store', help='Run store (else $HARNESS_STORE, else [tool.harness] store, else the '
+    typer.Option('--store', help='Run store (else $HARNESS_STORE, else \\[tool.harness] store, else the '
                  '.harness/runs.db of the project: found walking up to the nearest pyproject.toml or .git).'),
 ]
 AgentsOpt = Annotated[
