@@ -25,8 +25,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 
 from .._errors import WorkflowError
-from .._records import WorkflowResult
-from .._store._sqlite import RunRow, RunStore, StoreError, lookup
+from .._records import RunRow, WorkflowResult
+from .._store import RunStore, StoreError, lookup
 from .._ui._models import DEMO_NOTICE, ModelChoice, choose_model
 from ._live import LiveCalls
 from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
