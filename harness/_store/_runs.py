@@ -51,6 +51,7 @@ _SEALED_RUN = (
     'inputs_json, access_json, catalog_json, calls_count, journal_head'
 )
 """What a run's seal covers (its last column, the journal's head, is read by position in `verify`)."""
+
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {
     f.name: {'value': 'value_json', 'inputs': 'inputs_json', 'access': 'access_json', 'catalog': 'catalog_json'}.get(
