@@ -39,8 +39,8 @@ if TYPE_CHECKING:
         MentionsExpected,
     )
     from ._evals._run import EvalError, EvalOptions, EvalResult
-    from ._records import CallEvent, CallRecord, Pending, WorkflowResult
-    from ._store._sqlite import RunRow, StoreError
+    from ._records import CallEvent, CallRecord, Pending, RunRow, WorkflowResult
+    from ._store import StoreError
 
 # The public names load on first use (PEP 562): `harness`'s command line imports this package for every
 # command, and the ones that only read stored runs must not pay for pydantic-ai and logfire.
@@ -75,11 +75,11 @@ _WHERE = {
     'RegistrationError': '._catalog._callees',
     'ReplayDivergence': '._errors',
     'RunBusy': '._errors',
-    'RunRow': '._store._sqlite',
+    'RunRow': '._records',
     'RunScope': '._dispatch._context',
     'SandboxCrashed': '._errors',
     'SnapshotError': '._errors',
-    'StoreError': '._store._sqlite',
+    'StoreError': '._store',
     'WorkflowError': '._errors',
     'WorkflowResult': '._records',
     'WorkflowRuntimeError': '._errors',

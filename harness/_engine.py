@@ -36,15 +36,25 @@ from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher
 from ._dispatch._history import History
 from ._errors import WorkflowError, WorkflowTypeError
-from ._records import EventHandler, Pending, WorkflowResult, new_run_id
+from ._records import (
+    Decision,
+    EventHandler,
+    Owner,
+    Pending,
+    RunRow,
+    WorkflowResult,
+    new_run_id,
+    one_execution,
+    this_process,
+)
 from ._run import execute
 from ._sandbox._grants import HostGrants
 from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
 from ._sandbox._runner import ScriptRun, type_check, type_error
 from ._sandbox._values import NotPlainData, jsonable, plain
+from ._store import RunStore
 from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
 from ._store._journal import Journal
-from ._store._sqlite import Decision, Owner, RunRow, RunStore, one_execution, this_process
 from ._tracing._setup import configure_tracing
 
 if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness

@@ -14,12 +14,11 @@ from opentelemetry.trace import Status, StatusCode
 from ._agent._observe import observed
 from ._check._checker import Checker
 from ._errors import NeedsDecision, RunWaiting, SandboxCrashed, WorkflowError
-from ._records import RunStatus, WorkflowResult
+from ._records import RunRow, RunStatus, WorkflowResult
 from ._sandbox._pool import SandboxPool
 from ._sandbox._runner import PrintCapture, ScriptRun, run_script
 from ._sandbox._values import renamed_note
 from ._store._journal import Journal
-from ._store._sqlite import RunRow
 from ._tracing._setup import RECORDER, TRACER, attach_traceparent, current_traceparent
 
 

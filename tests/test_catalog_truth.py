@@ -27,7 +27,7 @@ from harness import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from harness._store._sqlite import RunStore
+from harness._store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -454,7 +454,7 @@ def test_a_lease_whose_owner_died_is_taken_over(tmp_path: Path) -> None:
     entered = asyncio.Event()
     with two_step(store, second_returns=int, entered=entered) as h:
         run_id = interrupted(h, SCRIPT, entered)
-    from harness._store._sqlite import Owner
+    from harness._records import Owner
 
     dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
     ghost = Owner(os.uname().nodename, int(dead.stdout), 'gone')
@@ -466,7 +466,7 @@ def test_a_lease_whose_owner_died_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_stale_owner_cannot_write_the_outcome(tmp_path: Path) -> None:
-    from harness._store._sqlite import Owner
+    from harness._records import Owner
 
     with RunStore(tmp_path / 'runs.db') as db:
         from harness import RunRow

@@ -1161,7 +1161,7 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     from pydantic_ai.models.function import AgentInfo
 
     import harness._cli._shared
-    from harness._store._sqlite import RunStore
+    from harness._store import RunStore
     from harness._ui._models import ModelChoice
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

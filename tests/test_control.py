@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 
 from harness import After, CallEvent, Harness, PolicyViolation, RegistrationError, WorkflowError, WorkflowTypeError
 from harness._agent._toolset import WorkflowToolset
-from harness._store._sqlite import RunStore
+from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'control_worker.py'
 REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])

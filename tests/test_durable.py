@@ -28,7 +28,7 @@ import pytest
 
 from harness import CallRecord, ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
 from harness._dispatch._history import History
-from harness._store._sqlite import RunStore
+from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'crash_worker.py'
 sys.path.insert(0, str(WORKER.parent))

@@ -26,8 +26,7 @@ from harness._dispatch._sources import (
     reuse_key,
 )
 from harness._errors import ReplayDivergence
-from harness._records import CallRecord
-from harness._store._sqlite import Decision
+from harness._records import CallRecord, Decision
 
 
 @pytest.fixture

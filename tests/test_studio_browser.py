@@ -322,7 +322,7 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
     from test_studio import catalog
 
     from harness import Harness, RunRow
-    from harness._store._sqlite import Owner, this_process
+    from harness._records import Owner, this_process
 
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
     assert h.store is not None

@@ -355,7 +355,7 @@ async def test_a_callee_runs_on_its_own_task_queue(temporal_address: str, tmp_pa
 def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) -> None:
     """What a `call` activity that finishes after its call timed out writes: nothing."""
     from harness import CallRecord, RunRow
-    from harness._store._sqlite import RunStore
+    from harness._store import RunStore
 
     store = RunStore(str(tmp_path / 'runs.db'))
     store.create_run(RunRow(run_id='r1', script='x'))

@@ -40,7 +40,7 @@ from pydantic_ai.models.test import TestModel
 from rich.console import Console
 
 from harness import Harness
-from harness._store._sqlite import RunStore
+from harness._store import RunStore
 from harness._tracing._setup import install_recorder
 from harness._tracing._tree import render_tree
 

@@ -21,7 +21,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, T
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from harness import CallContext, Harness, Pending, RunBusy, WorkflowError
-from harness._store._sqlite import RunStore
+from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'waiting_worker.py'
 sys.path.insert(0, str(WORKER.parent))

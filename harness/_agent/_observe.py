@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from .._store._sqlite import RunStore, StoreError
+from .._store import RunStore, StoreError
 from ._usage import Totals, collecting
 
 T = TypeVar('T')

@@ -26,7 +26,7 @@ from .._dispatch._context import RunScope
 from .._errors import BudgetExceeded, WorkflowError
 from .._records import CallRecord, EventHandler, WorkflowResult, preview
 from .._sandbox._pool import SandboxLimits
-from .._store._sqlite import RunStore
+from .._store import RunStore
 from ._prompt import tool_description
 
 TOOL_NAME = 'run_workflow'

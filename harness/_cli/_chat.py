@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from .._records import new_run_id
-from .._store._sqlite import Conversation, RunRow, RunStore, StoreError, Turn
+from .._records import RunRow, new_run_id
+from .._store import Conversation, RunStore, StoreError, Turn
 from .._ui._runs import trace_spans
 from .._ui._text import call_text, cut
 from ._live import LiveCalls

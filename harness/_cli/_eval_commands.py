@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from .._store._sqlite import StoreError
+from .._store import StoreError
 from ._shared import (
     JsonOpt,
     ModelOpt,

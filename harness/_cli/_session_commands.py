@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from .._errors import WorkflowError
-from .._store._sqlite import StoreError
+from .._store import StoreError
 from .._ui._models import DEMO_NOTICE
 from ._live import LiveCalls
 from ._loading import find_project_config

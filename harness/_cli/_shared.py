@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .._store._sqlite import RunStore, StoreError
+from .._store import RunStore, StoreError
 from .._ui._models import DEMO_NOTICE, ModelChoice, choose_model
 from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
 

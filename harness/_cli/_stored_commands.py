@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 
 from .._errors import WorkflowError
-from .._records import WorkflowResult
-from .._store._sqlite import RunRow, RunStore, StoreError, lookup
+from .._records import RunRow, WorkflowResult
+from .._store import RunStore, StoreError, lookup
 from ._live import LiveCalls
 from ._shared import (
     AgentsOpt,

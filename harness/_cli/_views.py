@@ -18,8 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._agent._usage import Totals, format_cost
-from .._records import CallRecord, SpanDict
-from .._store._sqlite import RunRow, RunStore, Turn
+from .._records import CallRecord, RunRow, SpanDict
+from .._store import RunStore, Turn
 from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
 from ._markdown import Answer

@@ -36,6 +36,7 @@ from .._records import (
     CallRecord,
     CallSource,
     CallStatus,
+    Decision,
     EventHandler,
     EventKind,
     Outcome,
@@ -44,7 +45,6 @@ from .._records import (
 )
 from .._sandbox._values import NotPlainData, to_plain
 from .._store._journal import Journal, Snapshot
-from .._store._sqlite import Decision
 from .._tracing._setup import TRACER, record_exception
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope

@@ -30,8 +30,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from .._catalog._callees import Callee
-from .._records import CallRecord, Outcome, call_key
-from .._store._sqlite import Decision
+from .._records import CallRecord, Decision, Outcome, call_key
 from .._tracing._setup import TRACER
 from ._history import History, answered
 from ._recorded import RecordedCalls

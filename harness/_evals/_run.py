@@ -36,8 +36,8 @@ from .._agent._usage import Totals, format_cost, of_responses
 from .._catalog._callees import Callee
 from .._dispatch._dispatcher import charged
 from .._dispatch._recorded import RecordedCalls, answering_from
-from .._records import CallRecord, new_run_id
-from .._store._sqlite import RunRow, RunStore, lookup
+from .._records import CallRecord, RunRow, new_run_id
+from .._store import RunStore, lookup
 from .._tracing._setup import configure_tracing
 from .._ui._models import choose_model
 from ._evaluators import HARNESS_EVALUATORS

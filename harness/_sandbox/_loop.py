@@ -21,8 +21,7 @@ import pydantic_monty as monty
 
 from .._dispatch._dispatcher import Dispatcher
 from .._errors import BudgetExceeded, RunWaiting, WorkflowRuntimeError
-from .._records import Outcome, Pending, PendingCall
-from .._store._sqlite import Checkpoint
+from .._records import Checkpoint, Outcome, Pending, PendingCall
 from ._joins import HOST_FUNCTIONS, Joins
 from ._values import NotPlainData, plain
 

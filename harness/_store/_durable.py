@@ -21,10 +21,11 @@ from typing import Any
 
 from .._dispatch._history import History, HistoryMode
 from .._errors import ReplayDivergence, SnapshotError, WorkflowError
-from .._records import CallRecord, CallSource, WorkflowResult, new_run_id
+from .._records import CallRecord, CallSource, Decision, Owner, RunRow, WorkflowResult, new_run_id
 from .._sandbox._runner import RestorePoint
 from .._sandbox._values import jsonable
-from ._sqlite import Decision, Owner, RunRow, RunStore, SnapshotRow
+from ._snapshots import SnapshotRow
+from ._sqlite import RunStore
 
 
 @dataclass

@@ -24,9 +24,11 @@ import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any, TypeVar
 
-from .._records import CallRecord, RunStatus
+from .._records import CallRecord, Checkpoint, Owner, RunRow, RunStatus
 from .._sandbox._values import jsonable
-from ._sqlite import LEASE_SECONDS, Checkpoint, Owner, RunRow, RunStore, WouldWait
+from ._connection import WouldWait
+from ._runs import LEASE_SECONDS
+from ._sqlite import RunStore
 
 T = TypeVar('T')
 

@@ -31,8 +31,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._errors import WorkflowError
-from .._records import WorkflowResult
-from .._store._sqlite import RunRow, StoreError
+from .._records import RunRow, WorkflowResult
+from .._store import StoreError
 from .._ui._runs import call_json
 from ._chat import Chat, problem
 from ._views import API_VERSION, RUN_STATUSES, conversation_page, pending_of, run_page, runs_page

@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 
 from .._agent._usage import Totals, of_responses
 from .._records import CallEvent
-from .._store._sqlite import Conversation, RunStore, StoreError, Turn
+from .._store import Conversation, RunStore, StoreError, Turn
 from .._tracing._setup import RECORDER
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 from ._views import pending_of, run_summary

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._check._analysis import analyze
-from .._records import CallRecord, SpanDict
-from .._store._sqlite import Decision, RunRow, RunStore, Turn
+from .._records import CallRecord, Decision, RunRow, SpanDict
+from .._store import RunStore, Turn
 from .._tracing._tree import Node, build_tree, duration_of, span_label
 from .._ui._runs import call_json, exceptions_by_seq, trace_spans
 from .._ui._text import RESULT_CHARS, call_text, cut, literal

@@ -36,8 +36,8 @@ from .._dispatch._context import RunScope
 from .._dispatch._dispatcher import Dispatcher, validate_arguments
 from .._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
 from .._records import CallRecord, EventHandler, WorkflowResult, new_run_id
+from .._store import RunStore, StoreError
 from .._store._journal import Journal
-from .._store._sqlite import RunStore, StoreError
 from .._tracing._setup import RECORDER, attach_traceparent
 from ._chat import ORCHESTRATORS, ConversationStart, ConversationWorkflow, conversation_workflow_id
 from ._flow import ADVANCE, CALL, Advanced, CallTask, Decided, ScriptStart, ScriptWorkflow, workflow_id

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._records import CallRecord, SpanDict
-from .._store._sqlite import RunRow, RunStore, Turn
+from .._records import CallRecord, RunRow, SpanDict
+from .._store import RunStore, Turn
 
 
 def exceptions_by_seq(spans: Iterable[SpanDict]) -> dict[int, list[dict[str, str]]]:
