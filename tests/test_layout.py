@@ -87,3 +87,10 @@ def test_every_module_is_in_a_package_of_its_stage_or_edge() -> None:
     """The top of `harness/` holds the public surface, the facade and what every stage shares, and nothing else."""
     top = sorted(p.name for p in ROOT.glob('*.py'))
     assert top == ['__init__.py', '__main__.py', '_engine.py', '_errors.py', '_records.py', '_run.py']
+
+
+@pytest.mark.parametrize('name', list(MODULES))
+def test_no_module_is_a_room_of_several_jobs(name: str) -> None:
+    """A module past 600 lines does several jobs: split it by job (issue 22)."""
+    lines = MODULES[name].read_text().count('\n')
+    assert lines <= 600, f'{MODULES[name].relative_to(ROOT.parent)} has {lines} lines'
