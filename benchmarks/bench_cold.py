@@ -40,7 +40,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ('`harness agents`', ['agents', '--plain']),
 ]
 HEAVY = ('pydantic_ai', 'logfire')
-ENTRY = 'import sys; sys.argv[0] = "harness"; from harness._cli import app; app()'
+ENTRY = 'import sys; sys.argv[0] = "harness"; from harness._cli._app import app; app()'
 """What the `harness` console script runs, for a source tree given by PYTHONPATH."""
 
 
@@ -62,9 +62,9 @@ def timed(source: Path, args: list[str], cwd: Path, env: dict[str, str], reps: i
 
 def heavy_imports(source: Path, args: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
     """Which of pydantic-ai and logfire the command imported, and whether it set tracing up."""
-    code = ('import sys\nfrom harness._cli import app\n'
+    code = ('import sys\nfrom harness._cli._app import app\n'
             f'try:\n    app({args!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n'
-            'tracing = sys.modules.get("harness._tracing")\n'
+            'tracing = sys.modules.get("harness._tracing._setup")\n'
             'configured = ["tracing set up"] if getattr(tracing, "_mode", None) not in (None, "off") else []\n'
             f'print("IMPORTED", [m for m in {HEAVY!r} if m in sys.modules] + configured)')
     done = subprocess.run([sys.executable, '-c', code], cwd=cwd, env={**env, 'PYTHONPATH': str(source)},

@@ -66,8 +66,8 @@ def per_call(quick: bool) -> tuple[list[float], list[float]]:
 
 
 def direct_check(quick: bool) -> float:
+    from harness._catalog._rules import Access, After, Ledger, refusal
     from harness._records import CallRecord
-    from harness._rules import Access, After, Ledger, refusal
 
     ledger = Ledger()
     ledger.add(CallRecord(1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}))

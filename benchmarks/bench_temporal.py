@@ -45,7 +45,7 @@ def free_port() -> int:
 
 
 def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from harness._cli import temporal_binary
+    from harness._cli._session_commands import temporal_binary
 
     binary = temporal_binary()
     if binary is None:
@@ -78,7 +78,7 @@ def pinger(store: Path, **kwargs: object):
 
 
 async def per_call(address: str, folder: Path, quick: bool) -> tuple[list[float], list[float]]:
-    from harness._temporal import connect, worker
+    from harness._temporal._host import connect, worker
 
     queue = f'bench-{uuid.uuid4().hex[:6]}'
     embedded = pinger(folder / 'embedded.db')

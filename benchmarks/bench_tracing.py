@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tracing.py [--quick]
 
-`tracing=True` calls `harness._tracing.configure_tracing()` on the first run: logfire configured with no
+`tracing=True` calls `harness._tracing._setup.configure_tracing()` on the first run: logfire configured with no
 token (nothing is sent; the benchmark also removes LOGFIRE_TOKEN and OTEL_EXPORTER_OTLP_* from the
 environment and runs in an empty directory, so no `.logfire/` credentials are found), pydantic-ai
 instrumentation, and the offline span recorder whose spans are stored with each run. That is
@@ -47,7 +47,7 @@ def worker(mode: str) -> None:
     from pydantic_ai.models.test import TestModel
 
     from harness import Harness
-    from harness._tracing import configure_tracing
+    from harness._tracing._setup import configure_tracing
 
     h = Harness(store=':memory:', tracing=mode == 'on', max_agent_calls=10_000)
     tracing = configure_tracing() if mode == 'on' else None  # decided once per process; the Harness asks the same

@@ -48,7 +48,7 @@ def main() -> None:
         sys.exit("no chromium: apt-get install chromium (or set HARNESS_CHROMIUM)")
     home = Path(tempfile.mkdtemp(prefix='studio-shots-'))
     env = {**os.environ, 'HARNESS_STORE': str(home / 'runs.db'), 'HARNESS_SECRET': 'screenshots',
-           'PYTHONPATH': str(ROOT / 'tests'), 'PYTHONUNBUFFERED': '1'}
+           'PYTHONPATH': str(ROOT / 'tests' / 'helpers'), 'PYTHONUNBUFFERED': '1'}
     for key in ('HARNESS_MODEL', 'HARNESS_BASE_URL', 'OPENAI_API_KEY'):
         env.pop(key, None)
     common = ['--agents', 'studio_catalog:catalog', '--root', str(SAMPLE)]

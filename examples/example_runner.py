@@ -19,8 +19,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.console import Console
 
 from harness import Harness
-from harness._live import LiveCalls
-from harness._models import choose_model
+from harness._cli._live import LiveCalls
+from harness._ui._models import choose_model
 
 
 def scripted_planner(workflow: str, report: Callable[[Any], str]) -> FunctionModel:

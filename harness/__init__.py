@@ -8,10 +8,12 @@ the public surface; everything else in the package is private (`_name.py`).
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._analysis import Analysis, CallSite
-    from ._catalog import RegistrationError
-    from ._check import CheckReport, Diagnostic
-    from ._context import CallContext, RunScope
+    from ._catalog._callees import RegistrationError
+    from ._catalog._manifest import CatalogChange, CatalogChanged
+    from ._catalog._rules import After
+    from ._check._analysis import Analysis, CallSite
+    from ._check._checker import CheckReport, Diagnostic
+    from ._dispatch._context import CallContext, RunScope
     from ._engine import Harness
     from ._errors import (
         BudgetExceeded,
@@ -25,8 +27,7 @@ if TYPE_CHECKING:
         WorkflowRuntimeError,
         WorkflowTypeError,
     )
-    from ._evals import EvalError, EvalOptions, EvalResult
-    from ._evaluators import (
+    from ._evals._evaluators import (
         HARNESS_EVALUATORS,
         MaxBudgetUsed,
         MaxCalls,
@@ -37,46 +38,45 @@ if TYPE_CHECKING:
         MaxWallTime,
         MentionsExpected,
     )
-    from ._manifest import CatalogChange, CatalogChanged
-    from ._records import CallEvent, CallRecord, Pending, WorkflowResult
-    from ._rules import After
-    from ._store import RunRow, StoreError
+    from ._evals._run import EvalError, EvalOptions, EvalResult
+    from ._records import CallEvent, CallRecord, Pending, RunRow, WorkflowResult
+    from ._store import StoreError
 
 # The public names load on first use (PEP 562): `harness`'s command line imports this package for every
 # command, and the ones that only read stored runs must not pay for pydantic-ai and logfire.
 _WHERE = {
-    'After': '._rules',
-    'Analysis': '._analysis',
+    'After': '._catalog._rules',
+    'Analysis': '._check._analysis',
     'BudgetExceeded': '._errors',
-    'CallContext': '._context',
+    'CallContext': '._dispatch._context',
     'CallEvent': '._records',
     'CallRecord': '._records',
-    'CallSite': '._analysis',
-    'CatalogChange': '._manifest',
-    'CatalogChanged': '._manifest',
-    'CheckReport': '._check',
-    'Diagnostic': '._check',
-    'EvalError': '._evals',
-    'EvalOptions': '._evals',
-    'EvalResult': '._evals',
-    'HARNESS_EVALUATORS': '._evaluators',
+    'CallSite': '._check._analysis',
+    'CatalogChange': '._catalog._manifest',
+    'CatalogChanged': '._catalog._manifest',
+    'CheckReport': '._check._checker',
+    'Diagnostic': '._check._checker',
+    'EvalError': '._evals._run',
+    'EvalOptions': '._evals._run',
+    'EvalResult': '._evals._run',
+    'HARNESS_EVALUATORS': '._evals._evaluators',
     'Harness': '._engine',
-    'MaxBudgetUsed': '._evaluators',
-    'MaxCalls': '._evaluators',
-    'MaxCost': '._evaluators',
-    'MaxRefusals': '._evaluators',
-    'MaxRetries': '._evaluators',
-    'MaxTokens': '._evaluators',
-    'MaxWallTime': '._evaluators',
-    'MentionsExpected': '._evaluators',
+    'MaxBudgetUsed': '._evals._evaluators',
+    'MaxCalls': '._evals._evaluators',
+    'MaxCost': '._evals._evaluators',
+    'MaxRefusals': '._evals._evaluators',
+    'MaxRetries': '._evals._evaluators',
+    'MaxTokens': '._evals._evaluators',
+    'MaxWallTime': '._evals._evaluators',
+    'MentionsExpected': '._evals._evaluators',
     'NeedsDecision': '._errors',
     'Pending': '._records',
     'PolicyViolation': '._errors',
-    'RegistrationError': '._catalog',
+    'RegistrationError': '._catalog._callees',
     'ReplayDivergence': '._errors',
     'RunBusy': '._errors',
-    'RunRow': '._store',
-    'RunScope': '._context',
+    'RunRow': '._records',
+    'RunScope': '._dispatch._context',
     'SandboxCrashed': '._errors',
     'SnapshotError': '._errors',
     'StoreError': '._store',

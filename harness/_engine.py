@@ -9,47 +9,52 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import getpass
 import importlib.util
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
-from pydantic import BaseModel
-from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.agent.abstract import AbstractAgent
-from pydantic_ai.capabilities import Toolset
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
-from ._analysis import Analysis, analyze
-from ._budget import Budget
-from ._catalog import Callee, CallKind, WrongReturn, callee_from_agent, callee_from_function, check_rules
-from ._check import MAX_CHECKERS, Checker, CheckReport
-from ._context import RunScope
-from ._dispatch import Dispatcher
-from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
+from ._agent._orchestrator import Orchestration
+from ._catalog._callees import WrongReturn
+from ._catalog._manifest import Admission, CatalogChange, CatalogChanged, admit, changes
+from ._catalog._registry import Registry
+from ._catalog._rules import Access, Policy
+from ._catalog._stubs import render_inputs
+from ._check._analysis import Analysis, analyze
+from ._check._checker import MAX_CHECKERS, Checker, CheckReport
+from ._dispatch._budget import Budget
+from ._dispatch._context import RunScope
+from ._dispatch._dispatcher import Dispatcher
+from ._dispatch._history import History
 from ._errors import WorkflowError, WorkflowTypeError
-from ._grants import HostGrants
-from ._history import History
-from ._journal import Journal
-from ._manifest import Admission, CatalogChange, CatalogChanged, admit, changes, manifest
-from ._prompt import ORCHESTRATOR_INSTRUCTIONS
-from ._records import EventHandler, Pending, WorkflowResult, new_run_id
-from ._rules import Access, Policy, Requires, normalize
+from ._records import (
+    Decision,
+    EventHandler,
+    Owner,
+    RunRow,
+    WorkflowResult,
+    new_run_id,
+    one_execution,
+    this_process,
+)
 from ._run import execute
-from ._runner import ScriptRun, type_check, type_error
-from ._sandbox import SandboxLimits, SandboxPool, default_workers
-from ._store import Decision, Owner, RunRow, RunStore, one_execution, this_process
-from ._stubs import check_type_names, render_inputs, render_stubs
-from ._toolset import WorkflowToolset
-from ._tracing import configure_tracing
-from ._values import NotPlainData, jsonable, plain
+from ._sandbox._grants import HostGrants
+from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
+from ._sandbox._runner import ScriptRun, type_check, type_error
+from ._sandbox._values import NotPlainData, jsonable, plain
+from ._store import RunStore
+from ._store._approvals import Approvals
+from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
+from ._store._journal import Journal
+from ._tracing._setup import configure_tracing
 
 if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every Harness
-    from ._evals import EvalOptions, EvalResult
-    from ._temporal import Conversation
+    from ._evals._run import EvalOptions, EvalResult
+    from ._temporal._host import Conversation
 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
@@ -67,7 +72,7 @@ class _FromEnvironment(enum.Enum):
 FROM_ENVIRONMENT = _FromEnvironment.TOKEN
 
 
-class Harness:
+class Harness(Registry, Approvals, Orchestration):
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
     Args:
@@ -173,9 +178,7 @@ class Harness:
         self.task_queue = task_queue
         self.task_queues = dict(task_queues or {})
         self._store: RunStore | None = None
-        self._callees: dict[str, Callee] = {}
-        self._stubs: str | None = None
-        self._manifest: dict[str, Any] | None = None
+        super().__init__()  # the catalog (Registry)
         self._pool = SandboxPool(
             max_workers=max_workers or default_workers(), limits=self.limits, reserved=MAX_CHECKERS
         )
@@ -194,118 +197,7 @@ class Harness:
         """Stored runs, newest first."""
         return self.store.list_runs(limit) if self.store is not None else []
 
-    # -- the catalog ------------------------------------------------------------------------------
-
-    def add_agent(
-        self,
-        agent: AbstractAgent[Any, Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        params: type[BaseModel] | None = None,
-        inherit_model: bool | None = None,
-        side_effect: bool = False,
-        expose_errors: bool = False,
-        requires: Requires = None,
-        version: str | None = None,
-        approval: bool = False,
-    ) -> AbstractAgent[Any, Any]:
-        """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
-
-        With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
-        agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors`, `requires`
-        `version` and `approval` are as for `tool`.
-        """
-        callee = callee_from_agent(
-            agent,
-            name=name,
-            description=description,
-            params=params,
-            existing=set(self._callees),
-            inherit_model=self.inherit_model if inherit_model is None else inherit_model,
-        )
-        self.add_callee(with_options(
-            callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version,
-            approval=approval,
-        ))
-        return agent
-
-    @overload
-    def subagent(self, fn: F, /) -> F: ...
-    @overload
-    def subagent(
-        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
-    ) -> Callable[[F], F]: ...
-    def subagent(self, fn: Any = None, /, **options: Any) -> Any:
-        """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
-        return self._register_function('agent', fn, options)
-
-    @overload
-    def tool(self, fn: F, /) -> F: ...
-    @overload
-    def tool(
-        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
-    ) -> Callable[[F], F]: ...
-    def tool(self, fn: Any = None, /, **options: Any) -> Any:
-        """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`).
-
-        Options: `name`, `description` (default: the docstring), `side_effect=True` for a call that
-        changes the world (never re-run silently after a crash; marked in the stubs),
-        `expose_errors=True` to show the script its exception messages, and `requires=` (a callee
-        name, an `After(...)`, or a list) for predecessors that must have succeeded earlier in the
-        run: otherwise the call is refused with a `PermissionError`, before it runs. `version=`
-        marks a change of behaviour: runs record it, and resuming one under another version is
-        refused unless accepted. `approval=True`: a person must approve each call before it runs;
-        a run that reaches one stops with `status == 'waiting'` (stored, holding no worker) until
-        `approve` / `reject` and `resume`.
-        """
-        return self._register_function('tool', fn, options)
-
-    def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
-        def register(f: F) -> F:
-            callee = callee_from_function(
-                f, kind=kind, existing=set(self._callees), name=options.get('name'),
-                description=options.get('description'),
-            )
-            flags = {key: value for key, value in options.items() if key not in ('name', 'description')}
-            self.add_callee(with_options(callee, **flags))
-            return f
-
-        return register if fn is None else register(fn)
-
-    def add_callee(self, callee: Callee) -> None:
-        """Register a prepared `Callee` (for example one taken from another Harness)."""
-        check_type_names([*(c for name, c in self._callees.items() if name != callee.name), callee])
-        self._callees[callee.name] = callee
-        self._stubs = self._manifest = None
-
-    def remove(self, name: str) -> None:
-        """Unregister a callee (to replace a built-in, for example)."""
-        if name not in self._callees:
-            raise KeyError(f'no sub-agent or tool named {name!r}; registered: {sorted(self._callees)}')
-        del self._callees[name]
-        self._stubs = self._manifest = None
-
-    @property
-    def callees(self) -> Mapping[str, Callee]:
-        return dict(self._callees)
-
-    def stubs(self) -> str:
-        """The exact catalog text the model is shown and the checker checks scripts against."""
-        if self._stubs is None:
-            check_rules(self._callees)
-            self._stubs = render_stubs(self._callees.values())
-        return self._stubs
-
     # -- checking and running -------------------------------------------------------------------
-
-    def manifest(self) -> dict[str, Any]:
-        """The catalog as runs store it: the stubs, and a digest and version per callee."""
-        if self._manifest is None:
-            self._manifest = manifest(self._callees, self.stubs())
-        return self._manifest
 
     def diff(self, run_id: str) -> list[CatalogChange]:
         """How the current catalog differs from the one the stored run ran against."""
@@ -368,7 +260,7 @@ class Harness:
         scope = scope or self.new_scope()
         access = scope.access.merged(Access.of(allow, deny))
         if self.temporal:
-            from ._temporal import run_on_temporal
+            from ._temporal._host import run_on_temporal
 
             return await run_on_temporal(self, code, inputs, scope, access)
         return await self._start(new_run_id(), code, inputs, scope, access, on_event=on_event)
@@ -458,51 +350,16 @@ class Harness:
     def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
         return self._sync(self.fork(run_id, **kwargs))
 
-    # -- approvals --------------------------------------------------------------------------------
+    def _signal_decided(self, run_id: str, seqs: list[int], decision: Decision) -> None:
+        """A run on Temporal waits for the `decide` signal, which carries the decision too."""
+        if not self.temporal or not seqs:
+            return
+        from ._temporal._flow import Decided
+        from ._temporal._host import signal_decision
 
-    def pending(self, run_id: str | None = None) -> list[Pending]:
-        """The calls that wait for a person's approval (of one run, or of every waiting run)."""
-        store = require_store(self.store)
-        runs = [require_run(store, run_id).run_id] if run_id else store.waiting_runs()
-        found = []
-        for rid in runs:
-            decided = store.decisions(rid)
-            found += [Pending(c.seq, c.callee, c.arguments, rid) for c in store.calls(rid)
-                      if c.status == 'waiting' and c.seq not in decided]
-        return found
-
-    def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]:
-        """Approve a waiting call (every waiting call of the run when `seq` is None), from any process;
-        `resume` then runs it. Returns the seqs approved."""
-        return self._decide(run_id, seq, Decision(True, None, by or _who()))
-
-    def reject(self, run_id: str, seq: int, *, reason: str, by: str | None = None) -> list[int]:
-        """Reject a waiting call: when the run resumes, the script gets `PermissionError(reason)` there."""
-        return self._decide(run_id, seq, Decision(False, reason, by or _who()))
-
-    def _decide(self, run_id: str, seq: int | None, decision: Decision) -> list[int]:
-        store = require_store(self.store)
-        run = require_run(store, run_id)
-        waiting = {p.seq for p in self.pending(run.run_id)}
-        if seq is not None and seq not in waiting:
-            shown = ', '.join(f'#{s}' for s in sorted(waiting)) or 'none'
-            raise WorkflowError(f'call #{seq} of run {run.run_id} is not waiting for approval (waiting: {shown}).')
-        seqs = [seq] if seq is not None else sorted(waiting)
-        owner = one_execution()  # its own hold: releasing it never frees one a run of this process has
-        store.claim(run.run_id, owner)  # one holder at a time decides on, resumes or finishes a run
-        try:
-            for each in seqs:
-                store.decide(run.run_id, each, decision)
-        finally:
-            store.release(run.run_id, owner)
-        if self.temporal and seqs:  # a run on Temporal waits for the `decide` signal, which carries it too
-            from ._temporal import signal_decision
-            from ._temporal_flow import Decided
-
-            for each in seqs:
-                self._sync(signal_decision(self.temporal, run.run_id, Decided(
-                    each, decision.approved, decision.reason, decision.decided_by)))
-        return seqs
+        for each in seqs:
+            self._sync(signal_decision(self.temporal, run_id, Decided(
+                each, decision.approved, decision.reason, decision.decided_by)))
 
     async def _advance(self, run_id: str) -> WorkflowResult:
         """The Temporal engine's step: continue a run from its newest snapshot until it completes, fails, or
@@ -616,48 +473,6 @@ class Harness:
 
     # -- the orchestrator ------------------------------------------------------------------------
 
-    def capability(
-        self, *, on_event: EventHandler | None = None, allow: Iterable[str] | None = None,
-        deny: Iterable[str] | None = None,
-    ) -> Toolset[Any]:
-        """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent.
-
-        `allow` / `deny`: the callees this agent's scripts may call (least privilege).
-        """
-        if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
-            configure_tracing()
-        return Toolset(toolset=WorkflowToolset(self, on_event=on_event, access=Access.of(allow, deny)))
-
-    def orchestrator(
-        self,
-        model: Any = None,
-        *,
-        instructions: str | None = None,
-        on_event: EventHandler | None = None,
-        allow: Iterable[str] | None = None,
-        deny: Iterable[str] | None = None,
-        **agent_kwargs: Any,
-    ) -> Agent[Any, str]:
-        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`.
-
-        With a callee that needs approval, its output may also be pydantic-ai's `DeferredToolRequests`
-        (a run waiting for a person); continue with `deferred_tool_results=DeferredToolResults(...)`.
-        """
-        if any(c.approval for c in self._callees.values()):
-            agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
-        capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny)]
-        if self.temporal:  # durable in a `conversation` workflow: model requests become activities
-            from pydantic_ai.durable_exec.temporal import TemporalDurability
-
-            capabilities.append(TemporalDurability())
-        return Agent(
-            model,
-            name='orchestrator',
-            instructions=instructions or ORCHESTRATOR_INSTRUCTIONS,
-            capabilities=capabilities,
-            **agent_kwargs,
-        )
-
     def conversation(self, conversation_id: str | None = None) -> Conversation:
         """A conversation with the orchestrator that lives on Temporal (needs `temporal=`): each
         `await conversation.ask(prompt)` is one turn, run by a worker serving an orchestrator
@@ -665,7 +480,7 @@ class Harness:
         an earlier conversation to continue it."""
         if not self.temporal:
             raise UserError('conversation() runs on Temporal: make the Harness with temporal="host:port".')
-        from ._temporal import Conversation
+        from ._temporal._host import Conversation
 
         return Conversation(self.temporal, self.task_queue, conversation_id or new_run_id())
 
@@ -687,7 +502,7 @@ class Harness:
         arguments; `model_label` names the model in the report when its repr does not, `name` the eval,
         `progress` shows pydantic-evals' progress bar.
         """
-        from ._evals import evaluate
+        from ._evals._run import evaluate
 
         return await evaluate(self, dataset, **options)
 
@@ -752,26 +567,6 @@ class Harness:
 
 
 __all__ = ['Harness']
-
-
-def with_options(
-    callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None,
-    version: str | None = None, approval: bool = False,
-) -> Callee:
-    """A registered callee with the options given at registration."""
-    rules = normalize(requires)
-    return dataclasses.replace(
-        callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules, version=version,
-        approval=approval,
-    )
-
-
-def _who() -> str:
-    """Who decides, when the caller does not say: the user running this process."""
-    try:
-        return getpass.getuser()
-    except Exception:
-        return 'unknown'
 
 
 def script_text(code: str) -> None:

@@ -3,12 +3,18 @@
 `CallRecord` is the only in-memory model of a call. The dispatcher fills it in as the call runs,
 the journal writes it (the store has the one converter to and from its SQLite row), resume and
 replay read it back, progress events carry it, and errors list the completed ones.
+
+The store's records the engine passes around live here too, so no stage reaches into storage for a shape:
+`RunRow` (a run), `Decision` (a person's decision on a waiting call), `Owner` (the process that holds a run's
+lease) and `Checkpoint` (a snapshot to store).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,6 +197,112 @@ class SpanDict(TypedDict):
     exceptions: NotRequired[list[dict[str, str]]]
     """Exception events: `type`, `message`, `stacktrace` (a callee's real error, for the operator)."""
     attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on a call that needs approval."""
+
+    approved: bool
+    reason: str | None = None
+    decided_by: str | None = None
+    decided_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A process that runs runs: its host, its pid, and a token that tells two lives of a pid apart."""
+
+    host: str
+    pid: int
+    token: str
+
+    def __str__(self) -> str:
+        return f'{self.host}:{self.pid}:{self.token}'
+
+    @classmethod
+    def parse(cls, text: str | None) -> Owner | None:
+        if not text:
+            return None
+        parts = text.rsplit(':', 2)  # the host may hold colons (IPv6); pid and token never do
+        if len(parts) != 3 or not parts[1].isdigit():
+            return None
+        return cls(parts[0], int(parts[1]), parts[2])
+
+    def alive(self) -> bool | None:
+        """Whether the process still exists: known on this host only (None elsewhere)."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+_this: Owner | None = None
+
+
+def this_process() -> Owner:
+    """This process as a run's owner (a new token after a fork)."""
+    global _this
+    if _this is None or _this.pid != os.getpid():
+        _this = Owner(socket.gethostname(), os.getpid(), secrets.token_hex(4))
+    return _this
+
+
+def one_execution() -> Owner:
+    """This process as the holder of one resume or one decision: a token of its own, so two of them in one
+    process (the studio serves many) exclude each other as two processes do, and giving one lease back never
+    frees a lease another part of this process holds."""
+    me = this_process()
+    return Owner(me.host, me.pid, secrets.token_hex(4))
+
+
+@dataclass
+class RunRow:
+    """One run: a script's execution (or an orchestrator run), its outcome and its lineage."""
+
+    run_id: str
+    script: str = ''
+    status: RunStatus = 'running'
+    created: float = field(default_factory=time.time)
+    updated: float = 0.0
+    """Last write to the run or its journal; `0.0` at construction means "same as `created`"."""
+    prompt: str | None = None
+    """First line of the user prompt, for orchestrator runs."""
+    value: Any = None
+    error: str | None = None
+    duration: float | None = None
+    parent_run_id: str | None = None
+    """The run this one was forked from."""
+    fork_at: int | None = None
+    orchestrator_run_id: str | None = None
+    trace_context: str | None = None
+    """W3C `traceparent`, so a resumed run joins the original trace."""
+    inputs: dict[str, Any] | None = None
+    access: dict[str, Any] | None = None
+    """`{'allow': [...] | None, 'deny': [...]}` when the run was restricted."""
+    catalog: dict[str, Any] | None = None
+    """The catalog manifest the run ran against (`_manifest.manifest`)."""
+    calls_count: int = 0
+    """Maintained by the store: the number of journaled calls."""
+
+    def __post_init__(self) -> None:
+        if not self.updated:
+            self.updated = self.created
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A snapshot to store: the paused interpreter's Monty dump and the calls it waits on."""
+
+    after_seq: int
+    """How many calls were journaled when it was taken."""
+    dump: bytes
+    ledger: list[PendingCall]
 
 
 def call_key(callee: str, arguments: dict[str, Any]) -> str:

@@ -11,16 +11,15 @@ import asyncio
 
 from opentelemetry.trace import Status, StatusCode
 
-from ._check import Checker
+from ._agent._observe import observed
+from ._check._checker import Checker
 from ._errors import NeedsDecision, RunWaiting, SandboxCrashed, WorkflowError
-from ._journal import Journal
-from ._observe import observed
-from ._records import RunStatus, WorkflowResult
-from ._runner import PrintCapture, ScriptRun, run_script
-from ._sandbox import SandboxPool
-from ._store import RunRow
-from ._tracing import RECORDER, TRACER, attach_traceparent, current_traceparent
-from ._values import renamed_note
+from ._records import RunRow, RunStatus, WorkflowResult
+from ._sandbox._pool import SandboxPool
+from ._sandbox._runner import PrintCapture, ScriptRun, run_script
+from ._sandbox._values import renamed_note
+from ._store._journal import Journal
+from ._tracing._setup import RECORDER, TRACER, attach_traceparent, current_traceparent
 
 
 async def execute(

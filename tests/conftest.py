@@ -26,6 +26,11 @@ import pytest
 
 from harness import Harness
 
+# The test helpers and the worker scripts the tests start (tests/helpers/) import as top-level modules, as they do
+# in the worker processes, whose PYTHONPATH names that folder.
+HELPERS = Path(__file__).parent / 'helpers'
+sys.path.insert(0, str(HELPERS))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Let the Python subprocesses the crash, CLI and tracing tests start share a bytecode cache.
@@ -220,7 +225,7 @@ def invoke_cli(
     added for `--agents` are dropped again, and no sandbox worker may outlive the command."""
     from typer.testing import CliRunner
 
-    from harness._cli import app
+    from harness._cli._app import app
 
     overrides: dict[str, str | None] = {k: None for k in os.environ if k in STRIPPED_ENV or k.startswith('OTEL_')}
     overrides.update({'COLUMNS': str(columns), **(env or {})})

@@ -454,7 +454,7 @@ def test_a_lease_whose_owner_died_is_taken_over(tmp_path: Path) -> None:
     entered = asyncio.Event()
     with two_step(store, second_returns=int, entered=entered) as h:
         run_id = interrupted(h, SCRIPT, entered)
-    from harness._store import Owner
+    from harness._records import Owner
 
     dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
     ghost = Owner(os.uname().nodename, int(dead.stdout), 'gone')
@@ -466,7 +466,7 @@ def test_a_lease_whose_owner_died_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_a_stale_owner_cannot_write_the_outcome(tmp_path: Path) -> None:
-    from harness._store import Owner
+    from harness._records import Owner
 
     with RunStore(tmp_path / 'runs.db') as db:
         from harness import RunRow
@@ -488,7 +488,7 @@ def test_a_stale_owner_cannot_write_the_outcome(tmp_path: Path) -> None:
 def test_cli_diff_and_replay_under_a_changed_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from harness._cli import app
+    from harness._cli._app import app
 
     for name, returns, value in (('cat_v1', 'int', '2'), ('cat_v2', 'str', "'two'")):
         (tmp_path / f'{name}.py').write_text(

@@ -29,7 +29,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness._cli import Where, catalog_options  # module level: typer resolves the annotations here
+from harness._cli._shared import Where, catalog_options  # module level: typer resolves the annotations here
 
 HARNESS = str(Path(sys.executable).with_name('harness'))
 REPO = Path(__file__).resolve().parents[1]
@@ -694,8 +694,8 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
 
     histories: list[list[str]] = []
 
@@ -719,7 +719,7 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     from pydantic_ai.messages import UserPromptPart
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
     session = ['write a haiku about tests', '/script', '/runs', '/trace', 'now only its first line, \\', 'loudly',
@@ -762,8 +762,8 @@ def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: 
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
 
     answer = '# Findings\n\nThe suite is **green**.\n\n## Next steps\n\n- merge\n\n### Later\n\nrelease\n'
 
@@ -771,7 +771,7 @@ def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: 
         return ModelResponse(parts=[TextPart(answer)])
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, input='report\n/exit\n',
                  columns=100))
@@ -1025,8 +1025,8 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
 
     scripts = [
         'files = await list_files(pattern="*.txt")\nraise ValueError("boom")\n',
@@ -1041,7 +1041,7 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
         return ModelResponse(parts=[TextPart('third time lucky')])
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     (tmp_path / 'notes.md').write_text('# notes\n')
     out = ok(cli(['ask', 'try hard'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=120))
@@ -1065,8 +1065,8 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
 
     script = 'rs = await settle_all(*[summarizer(task="t" + str(i)) for i in range(52)])\n[r["ok"] for r in rs]'
 
@@ -1077,7 +1077,7 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
         return ModelResponse(parts=[TextPart(f'told: {returned[-1].content}')])
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     out = ok(cli(['ask', 'summarise a lot'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
                  columns=200))
@@ -1094,13 +1094,13 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
 def test_every_script_shows_when_the_model_server_reuses_one_tool_call_id(
     cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Some OpenAI-compatible servers (and `tests/fake_openai.py`) give every tool call the same id: the second
+    """Some OpenAI-compatible servers (and `tests/helpers/fake_openai.py`) give every tool call the same id: the second
     script is still a new attempt, shown and labelled, not the first one going on."""
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
 
     scripts = ['raise ValueError("boom")\n', 'files = await list_files(pattern="*.md")\nfiles\n']
 
@@ -1112,7 +1112,7 @@ def test_every_script_shows_when_the_model_server_reuses_one_tool_call_id(
         return ModelResponse(parts=[TextPart('done')])
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     (tmp_path / 'notes.md').write_text('# notes\n')
     out = ok(cli(['ask', 'try twice'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=120))
@@ -1160,9 +1160,9 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     )
     from pydantic_ai.models.function import AgentInfo
 
-    import harness._cli
-    from harness._models import ModelChoice
+    import harness._cli._shared
     from harness._store import RunStore
+    from harness._ui._models import ModelChoice
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
@@ -1173,7 +1173,7 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
         return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT}, tool_call_id='call_1')])
 
     monkeypatch.setattr(
-        harness._cli, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     (tmp_path / 'gate.py').write_text(APPROVAL_MODULE)
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}

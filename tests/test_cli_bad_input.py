@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness._cli import app
+from harness._cli._app import app
 
 STORE_COMMANDS = [
     ['runs'],

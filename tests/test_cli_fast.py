@@ -18,7 +18,7 @@ from typing import Any
 
 PROBE = '''
 import json, sys
-from harness._cli import app
+from harness._cli._app import app
 
 def loaded():
     return [m for m in ("pydantic_ai", "logfire", "pydantic_monty", "harness._engine") if m in sys.modules]
@@ -30,7 +30,7 @@ for args in json.loads(sys.argv[1]):
     except SystemExit as exc:
         assert not exc.code, (args, exc.code)
     report[" ".join(args)] = loaded()
-tracing = sys.modules.get("harness._tracing")
+tracing = sys.modules.get("harness._tracing._setup")
 report["tracing"] = getattr(tracing, "_mode", None)
 print("REPORT " + json.dumps(report))
 '''

@@ -30,10 +30,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from harness import After, CallEvent, Harness, PolicyViolation, RegistrationError, WorkflowError, WorkflowTypeError
+from harness._agent._toolset import WorkflowToolset
 from harness._store import RunStore
-from harness._toolset import WorkflowToolset
 
-WORKER = Path(__file__).with_name('control_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'control_worker.py'
 REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])
 
 
@@ -583,7 +583,7 @@ def cli_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_cli_check_graph_and_mermaid(cli_project: Path) -> None:
-    from harness._cli import app
+    from harness._cli._app import app
 
     runner = CliRunner()
     graph = runner.invoke(app, ['check', 'first.py', '--graph', '--agents', 'deskmod:h'])
@@ -596,7 +596,7 @@ def test_cli_check_graph_and_mermaid(cli_project: Path) -> None:
 
 
 def test_cli_audit_text_and_json(cli_project: Path) -> None:
-    from harness._cli import app
+    from harness._cli._app import app
 
     runner = CliRunner()
     text = runner.invoke(app, ['audit', '--agents', 'deskmod:h'])
@@ -612,7 +612,7 @@ def test_cli_audit_text_and_json(cli_project: Path) -> None:
 
 
 def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
-    from harness._cli import app
+    from harness._cli._app import app
 
     runner = CliRunner()
     ran = runner.invoke(app, ['exec', 'good.py', '--json', '--agents', 'deskmod:h'])
@@ -626,7 +626,7 @@ def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
 def test_cli_trace_mermaid_draws_an_untaken_branch_from_the_runs_own_catalog(cli_project: Path) -> None:
     """The branch not taken made no call, so only the catalog the run ran on names its callee: `trace` needs
     no `--agents` to draw it."""
-    from harness._cli import app
+    from harness._cli._app import app
 
     script = ('e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    done = "no refund"\n'
               'else:\n    done = await issue_refund(ticket_id="T", cents=1)\ndone\n')

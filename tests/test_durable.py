@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from harness import CallRecord, ReplayDivergence, SandboxCrashed, SnapshotError, WorkflowError
-from harness._history import History
+from harness._dispatch._history import History
 from harness._store import RunStore
 
-WORKER = Path(__file__).with_name('crash_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'crash_worker.py'
 sys.path.insert(0, str(WORKER.parent))
 from crash_worker import CALLS, EXPECTED, SCRIPT, build  # noqa: E402
 
@@ -140,7 +140,7 @@ def crashed(
 def test_a_sigkilled_run_is_shown_interrupted_with_resume_offered(crashed: tuple[list[Crashed], Any], cli: Any):
     """Killed mid-run, a run is not `running` for ever: once its holder is gone it is `interrupted` in
     `h.runs()`, `harness runs`, `harness show` and the studio's JSON, which offers Resume (before any resume)."""
-    from harness._studio_views import run_page, runs_page
+    from harness._studio._views import run_page, runs_page
 
     runs, _ = crashed
     for c in runs:

@@ -165,7 +165,7 @@ def test_a_fan_out_far_past_the_budget_is_not_taken_for_a_retry_loop(make_harnes
 def test_a_fan_out_thousands_past_the_budget_stops_once_the_calls_within_it_ended(make_harness):
     """Each refused call costs the sandbox a pause: past MAX_WITHHELD refusals behind one fan-out the script is
     stopped, after the budget's worth of calls has run and been journaled (a 100,000-way gather took 33 s)."""
-    from harness._dispatch import MAX_WITHHELD
+    from harness._dispatch._dispatcher import MAX_WITHHELD
 
     h = make_harness(max_agent_calls=5)
     stats = counting_agent(h)
@@ -245,7 +245,7 @@ def live_view(width: int = 200) -> tuple[Any, Any]:
     """The terminal's live view of calls (`harness ask`, `harness exec`) on a recording console."""
     from rich.console import Console
 
-    from harness._live import LiveCalls
+    from harness._cli._live import LiveCalls
 
     console = Console(record=True, width=width, color_system=None)
     return LiveCalls(console), console

@@ -28,7 +28,7 @@ from harness import (
     MaxWallTime,
     MentionsExpected,
 )
-from harness._evals import load_dataset
+from harness._evals._run import load_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / 'examples' / 'evals' / 'review.yaml'

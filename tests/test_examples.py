@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from harness import CallContext, Harness, PolicyViolation
-from harness._models import KEY_DEFAULTS
+from harness._ui._models import KEY_DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ('review_fanout', 'best_of_n', 'support_desk', 'research_loop')

@@ -19,7 +19,7 @@ import pytest
 from harness import Harness, SnapshotError, WorkflowError, WorkflowTypeError
 from harness._store import RunStore
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / 'helpers'))
 from hostile_scripts import CORPUS
 
 
@@ -239,8 +239,8 @@ def test_a_row_put_back_to_its_earlier_version_is_refused(tmp_path: Path) -> Non
 
 def test_a_journal_head_in_the_earlier_format_verifies_and_is_converted_on_the_next_write(tmp_path: Path) -> None:
     from harness import CallRecord, RunRow
-    from harness._seal import HEAD_FORMAT, Sealer, chained_head, store_key
-    from harness._store import _SEALED_RUN
+    from harness._store._runs import _SEALED_RUN
+    from harness._store._seal import HEAD_FORMAT, Sealer, chained_head, store_key
 
     with RunStore(tmp_path / 'runs.db') as db:
         db.create_run(RunRow('r'))
@@ -277,7 +277,7 @@ def test_the_key_is_not_in_the_store_and_another_key_cannot_resume(stored: tuple
 
 
 def test_a_key_file_is_created_once_and_kept_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness._seal import store_key
+    from harness._store._seal import store_key
 
     monkeypatch.delenv('HARNESS_SECRET')
     monkeypatch.setenv('XDG_CONFIG_HOME', str(tmp_path))

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from harness import Harness, WorkflowError, WorkflowTypeError
-from harness._check import script_messages
-from harness._toolset import WorkflowToolset
+from harness._agent._toolset import WorkflowToolset
+from harness._check._checker import script_messages
 from subagents import register_builtins
 from tools.workspace import register_workspace_tools
 

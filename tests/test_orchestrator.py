@@ -277,6 +277,6 @@ def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_h
     async def draft(*, to: str) -> str:
         return to
 
-    from harness._toolset import WorkflowToolset
+    from harness._agent._toolset import WorkflowToolset
 
     assert 'approval' not in WorkflowToolset(h).description()

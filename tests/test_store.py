@@ -16,22 +16,12 @@ from pathlib import Path
 import pytest
 
 from harness import CallRecord
-from harness import _store as store_module
 from harness._errors import SnapshotError
-from harness._store import (
-    DEFAULT_BUSY_TIMEOUT,
-    HEADER_LEN,
-    MIGRATIONS,
-    STORE_FORMAT,
-    SUPPORTED_MONTY_FORMAT,
-    Checkpoint,
-    RunRow,
-    RunStore,
-    StoreError,
-    Turn,
-    WouldWait,
-    _binding,
-)
+from harness._records import Checkpoint, RunRow
+from harness._store import RunStore, StoreError, Turn, WouldWait
+from harness._store import _connection as store_module
+from harness._store._connection import DEFAULT_BUSY_TIMEOUT, MIGRATIONS
+from harness._store._snapshots import HEADER_LEN, STORE_FORMAT, SUPPORTED_MONTY_FORMAT, _binding
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +153,7 @@ def test_prefix_lookup_odd_characters(store: RunStore) -> None:
 def test_a_running_run_nobody_holds_reads_as_interrupted(store: RunStore) -> None:
     """`running` is shown only while a live process holds the run's lease: one whose holder on this host is
     gone, whose lease expired, or that nobody holds, reads as `interrupted` everywhere (and nothing is written)."""
-    from harness._store import Owner, this_process
+    from harness._records import Owner, this_process
 
     dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
     owners = {
@@ -553,8 +543,8 @@ WRITER = textwrap.dedent(
     package = types.ModuleType('harness')
     package.__path__ = [str(root / 'harness')]
     sys.modules['harness'] = package
-    from harness._records import CallRecord
-    from harness._store import Checkpoint, RunStore, RunRow
+    from harness._records import CallRecord, Checkpoint, RunRow
+    from harness._store import RunStore
 
     dump = b'MONTY\\x00' + (14).to_bytes(2, 'little') + b'state'
     with RunStore(db, busy_timeout=0.05) as store:   # a short busy timeout exercises the retry path
@@ -690,7 +680,7 @@ async def test_a_store_locked_by_another_process_holds_up_the_run_not_the_event_
 ) -> None:
     """The journal writes on the event loop only when the store is free: a locked store sends the write to
     a thread, so the loop (and every other workflow on it) goes on, and the run finishes once it is free."""
-    from harness import _journal
+    from harness._store import _journal
 
     h = make_harness(store=str(tmp_path / 'runs.db'), tracing=False)
 
@@ -738,7 +728,7 @@ def test_a_run_written_between_reading_and_claiming_is_not_taken(store: RunStore
     """A resume reads its plan, admits it (a type check, no write), then claims the run: a run another process
     finished in between is refused (RunBusy), not opened again and run on top of its ending."""
     from harness import RunBusy
-    from harness._store import Owner, this_process
+    from harness._records import Owner, this_process
 
     store.create_run(RunRow('r'))
     read = store.get_run('r')

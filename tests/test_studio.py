@@ -111,7 +111,7 @@ def studio(tmp_path: Path) -> Iterator[Callable[..., Studio]]:
     """Start the studio on a store (`model`: the orchestrator's); stopped, and its Harness closed, after the test."""
     import uvicorn
 
-    from harness._studio import create_app, listen
+    from harness._studio._app import create_app, listen
 
     started: list[tuple[uvicorn.Server, threading.Thread, Harness]] = []
 
@@ -341,7 +341,7 @@ def test_a_resume_cut_by_the_shutdown_still_records_its_ending(studio: Callable[
     """Stopped (Ctrl-C) while an approved run resumes, the studio cancels that request and waits for it to
     record the run `interrupted` (and give its hold back) before it closes the Harness: it is not left `running`
     with its store closed under it. On a busy machine its writes go through threads: forced here."""
-    from harness import _journal
+    from harness._store import _journal
 
     waiting = runs('a = await send_email(to="a@example.com", body="hi")\nb = await slow_step(n=2)\n[a, b]\n')
     s = studio(timeout_graceful_shutdown=0)  # the grace period is over at once: in-flight requests are cancelled
@@ -523,8 +523,8 @@ async def test_a_chat_response_whose_body_never_starts_leaves_nothing_expected(t
     left expecting no agent run for it (it would hold the id for the life of the server)."""
     from starlette.requests import Request
 
-    from harness._studio_chat import Chat
-    from harness._tracing import RECORDER
+    from harness._studio._chat import Chat
+    from harness._tracing._setup import RECORDER
 
     body = json.dumps({'trigger': 'submit-message', 'id': 'conversation-seven', 'messages': [
         {'id': 'm', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello'}]}]}).encode()
@@ -560,7 +560,7 @@ def test_a_failing_model_ends_the_turn_failed(studio: Callable[..., Studio]) -> 
 
 
 def test_ui_on_a_port_in_use_is_one_line(cli: Callable[..., Any], tmp_path: Path) -> None:
-    from harness._studio import listen
+    from harness._studio._app import listen
 
     with listen(0) as taken:
         port = taken.getsockname()[1]
@@ -573,14 +573,14 @@ def test_ui_on_a_port_in_use_is_one_line(cli: Callable[..., Any], tmp_path: Path
 def test_an_unexpected_error_is_one_line(studio: Callable[..., Studio], runs: Callable[..., Any],
                                          monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     """A bug in a view (here: the run page's JSON cannot be built) answers one line, and logs one: no traceback."""
-    import harness._studio
+    import harness._studio._app
 
     done = runs('await lookup(key="a")\n')
 
     def broken(*_args: Any) -> Any:
         raise ValueError('cannot build the page\nsecond line')
 
-    monkeypatch.setattr(harness._studio, 'run_page', broken)
+    monkeypatch.setattr(harness._studio._app, 'run_page', broken)
     s = studio()
     status, _, body = s.request('GET', f'/api/runs/{done.run_id}')
     assert status == 500

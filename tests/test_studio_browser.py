@@ -2,7 +2,7 @@
 
 Debian's `chromium` (installed by `.ci/run`; `HARNESS_CHROMIUM` names another) through Playwright; Playwright's
 own browser download is not used. One `harness ui --port 0` process serves a store holding a completed, a
-failed and a waiting run (made by `harness exec`, with `tests/studio_catalog.py` beside the built-ins) and the
+failed and a waiting run (made by `harness exec`, with `tests/helpers/studio_catalog.py` beside the built-ins) and the
 offline demo planner as the orchestrator. Every wait is for something the page shows, never for time.
 """
 
@@ -68,7 +68,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any], sp
         (home / f'{name}.py').write_text(code)
         made = cli(['exec', f'{name}.py', '--json', *common], cwd=home)
         runs[name] = json.loads(made.stdout.strip().splitlines()[-1])['run_id']
-    env = offline_env(PYTHONPATH=str(TESTS))
+    env = offline_env(PYTHONPATH=str(TESTS / 'helpers'))
     child = spawn([HARNESS, 'ui', '--port', '0', *common], env=env, cwd=home)
     url = re.search(r'http://127\.0\.0\.1:\d+', child.expect('studio: ')).group(0)
     yield Studio(url, child, runs)
@@ -244,7 +244,7 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
 
     import uvicorn
 
-    from harness._studio import create_app, listen
+    from harness._studio._app import create_app, listen
 
     sock = listen(0)
     server = uvicorn.Server(uvicorn.Config(create_app(h, model=model, model_label=label), log_level='warning'))
@@ -322,7 +322,7 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
     from test_studio import catalog
 
     from harness import Harness, RunRow
-    from harness._store import Owner, this_process
+    from harness._records import Owner, this_process
 
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
     assert h.store is not None

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from harness import After, BudgetExceeded, Harness, WorkflowError, WorkflowTypeError
-from harness._cli import temporal_binary
-from harness._temporal import connect, worker
+from harness._cli._session_commands import temporal_binary
+from harness._temporal._host import connect, worker
 
 TESTS = Path(__file__).parent
 
@@ -185,7 +185,7 @@ def gated_marks(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     marks = tmp_path / 'marks'
     marks.mkdir()
     env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
-           'PYTHONPATH': str(TESTS), 'PYDANTIC_AI_NO_BANNER': '1'}
+           'PYTHONPATH': str(TESTS / 'helpers'), 'PYDANTIC_AI_NO_BANNER': '1'}
     return marks, env
 
 
@@ -243,7 +243,7 @@ async def test_a_conversation_survives_workers_killed_mid_script_and_between_tur
     marks, env = gated_marks(tmp_path)
     store = tmp_path / 'runs.db'
     queue = f'chat-{uuid.uuid4().hex[:8]}'
-    command = [sys.executable, str(TESTS / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
+    command = [sys.executable, str(TESTS / 'helpers' / 'temporal_chat_worker.py'), temporal_address, queue, str(store)]
 
     def start_worker():
         child = spawn(command, env=env, cwd=tmp_path)
@@ -291,7 +291,7 @@ async def test_a_worker_that_cannot_write_the_store_fails_the_run_with_a_clear_e
 
 
 async def test_a_long_script_continues_as_new_and_keeps_what_it_printed(temporal_address: str, tmp_path: Path) -> None:
-    from harness._temporal_flow import ScriptStart, ScriptWorkflow, workflow_id
+    from harness._temporal._flow import ScriptStart, ScriptWorkflow, workflow_id
 
     code = "total = 0\nfor i in range(6):\n    total += await square(i=i)\n    print(i)\ntotal"
     async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
@@ -373,7 +373,7 @@ def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) 
 
 def test_the_cli_runs_a_script_on_temporal_from_pyproject(temporal_address: str, tmp_path: Path, cli) -> None:
     """`[tool.harness] temporal` and `task_queues` send `harness exec` to the workers (one runs on a thread)."""
-    from harness._loading import find_project_config
+    from harness._cli._loading import find_project_config
 
     queue = f'cli-{uuid.uuid4().hex[:8]}'
     (tmp_path / 'pyproject.toml').write_text(
@@ -442,7 +442,7 @@ def test_temporal_dev_command_line_has_the_ui_unless_headless() -> None:
     """The UI is on by default at the gRPC port + 1000 (Temporal's own default), on 127.0.0.1 like the server,
     with no news feed fetched (the dev server stays offline); `--headless` turns it off. Every flag used is
     one the bundled `temporal` binary takes."""
-    from harness._cli import temporal_dev_command
+    from harness._cli._session_commands import temporal_dev_command
 
     binary = temporal_binary()
     if binary is None:

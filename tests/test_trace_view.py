@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
 from rich.console import Console
 
-from harness._trace_view import build_tree, error_count, render_tree
-from harness._tracing import RunSpanRecorder, attach_traceparent, current_traceparent
+from harness._tracing._setup import RunSpanRecorder, attach_traceparent, current_traceparent
+from harness._tracing._tree import build_tree, error_count, render_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000 * 10**9
@@ -319,7 +319,7 @@ PROBE = textwrap.dedent(
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
     import logfire
-    from harness import _tracing as tracing
+    from harness._tracing import _setup as tracing
 
     scenario = sys.argv[1]
     if scenario == 'user-otel':

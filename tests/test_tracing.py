@@ -41,10 +41,10 @@ from rich.console import Console
 
 from harness import Harness
 from harness._store import RunStore
-from harness._trace_view import render_tree
-from harness._tracing import install_recorder
+from harness._tracing._setup import install_recorder
+from harness._tracing._tree import render_tree
 
-WORKER = Path(__file__).with_name('trace_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'trace_worker.py'
 sys.path.insert(0, str(WORKER.parent))
 from trace_worker import FANOUT, SLOW_VALUE  # noqa: E402
 

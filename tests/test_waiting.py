@@ -23,7 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from harness import CallContext, Harness, Pending, RunBusy, WorkflowError
 from harness._store import RunStore
 
-WORKER = Path(__file__).with_name('waiting_worker.py')
+WORKER = Path(__file__).parent / 'helpers' / 'waiting_worker.py'
 sys.path.insert(0, str(WORKER.parent))
 from waiting_worker import build  # noqa: E402
 
@@ -332,7 +332,7 @@ def test_a_within_deadline_that_passed_while_the_process_was_down_times_out_on_r
 def test_cli_pending_approve_reject_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from harness._cli import app
+    from harness._cli._app import app
 
     (tmp_path / 'mailer.py').write_text(
         'from harness import Harness\nh = Harness()\n\n@h.tool(side_effect=True, approval=True)\n'

@@ -1,0 +1,68 @@
+"""The orchestrator: the `run_workflow` tool as a pydantic-ai capability for any agent, and an Agent whose only
+tool it is. The `Harness` facade is an `Orchestration`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, cast
+
+from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.capabilities import Toolset
+
+from .._catalog._callees import Callee
+from .._catalog._rules import Access
+from .._records import EventHandler
+from .._tracing._setup import configure_tracing
+from ._prompt import ORCHESTRATOR_INSTRUCTIONS
+from ._toolset import WorkflowHost, WorkflowToolset
+
+
+class Orchestration:
+    """`capability` and `orchestrator` of a Harness."""
+
+    tracing: bool
+    temporal: str | None
+    _callees: dict[str, Callee]
+
+    def capability(
+        self, *, on_event: EventHandler | None = None, allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+    ) -> Toolset[Any]:
+        """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent.
+
+        `allow` / `deny`: the callees this agent's scripts may call (least privilege).
+        """
+        if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
+            configure_tracing()
+        host = cast(WorkflowHost, self)  # the Harness this is part of
+        return Toolset(toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)))
+
+    def orchestrator(
+        self,
+        model: Any = None,
+        *,
+        instructions: str | None = None,
+        on_event: EventHandler | None = None,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] | None = None,
+        **agent_kwargs: Any,
+    ) -> Agent[Any, str]:
+        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`.
+
+        With a callee that needs approval, its output may also be pydantic-ai's `DeferredToolRequests`
+        (a run waiting for a person); continue with `deferred_tool_results=DeferredToolResults(...)`.
+        """
+        if any(c.approval for c in self._callees.values()):
+            agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
+        capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny)]
+        if self.temporal:  # durable in a `conversation` workflow: model requests become activities
+            from pydantic_ai.durable_exec.temporal import TemporalDurability
+
+            capabilities.append(TemporalDurability())
+        return Agent(
+            model,
+            name='orchestrator',
+            instructions=instructions or ORCHESTRATOR_INSTRUCTIONS,
+            capabilities=capabilities,
+            **agent_kwargs,
+        )

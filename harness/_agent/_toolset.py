@@ -1,0 +1,220 @@
+"""The `run_workflow` tool: how an orchestrator model reaches the engine.
+
+One tool, whose description carries the sandbox rules and the catalog (`Harness.stubs()`, byte for
+byte what the checker uses). A failed check or a script error returns to the model as a retry
+with ty's or the traceback's message and the results already completed; only the script's final
+value (and its printed output, if any) returns on success. One budget is shared by every script of
+one orchestrator run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Protocol, cast
+
+from pydantic import Field, TypeAdapter
+from pydantic_ai import RunContext, ToolDefinition
+from pydantic_ai.exceptions import ApprovalRequired, ModelRetry
+from pydantic_ai.toolsets.abstract import AbstractToolset, SchemaValidatorProt, ToolsetTool
+from typing_extensions import TypedDict
+
+from .._catalog._callees import Callee
+from .._catalog._rules import Access
+from .._dispatch._context import RunScope
+from .._errors import BudgetExceeded, WorkflowError
+from .._records import CallRecord, EventHandler, WorkflowResult, preview
+from .._sandbox._pool import SandboxLimits
+from .._store import RunStore
+from ._prompt import tool_description
+
+TOOL_NAME = 'run_workflow'
+MAX_COMPLETED_SHOWN = 20
+PREVIEW_CHARS = 300
+PRINTED_CHARS = 2_000
+
+# Set while a script runs, so a sub-agent that carries this capability is not offered the tool:
+# workflows do not nest, which keeps one budget per orchestrator run.
+_in_workflow: contextvars.ContextVar[bool] = contextvars.ContextVar('harness_in_workflow', default=False)
+
+
+class _Arguments(TypedDict):
+    code: Annotated[str, Field(description='The Python workflow script to run in the sandbox.')]
+
+
+_ARGS = TypeAdapter(_Arguments)
+_ARGS_SCHEMA = _ARGS.json_schema()
+_ARGS_VALIDATOR = cast(SchemaValidatorProt, _ARGS.validator)
+
+def completed_section(completed: list[CallRecord]) -> str:
+    """A bounded list of results a retry can reuse instead of paying for them again."""
+    if not completed:
+        return ''
+    shown = completed[-MAX_COMPLETED_SHOWN:]
+    lines = [
+        f'\n\nCompleted before the failure ({len(completed)} call(s); reuse these values instead of calling again):'
+    ]
+    if len(shown) < len(completed):
+        lines.append(f'(only the last {len(shown)} shown)')
+    for call in shown:
+        args = preview(call.arguments, 120)
+        lines.append(f'- #{call.seq} {call.callee}({args}) -> {preview(call.result, PREVIEW_CHARS)}')
+    return '\n'.join(lines)
+
+
+def printed_section(printed: str) -> str:
+    if not printed:
+        return ''
+    text = printed if len(printed) <= PRINTED_CHARS else printed[:PRINTED_CHARS] + ' ...[truncated]'
+    return f'\n\nPrinted before the failure:\n{text}'
+
+
+class WorkflowHost(Protocol):
+    """What the tool needs of a `Harness`: its catalog, its budgets, and a way to run a script."""
+
+    max_agent_calls: int
+    max_tool_calls: int | None
+    max_retries: int
+    max_repeats: int | None
+
+    limits: SandboxLimits
+
+    @property
+    def callees(self) -> Mapping[str, Callee]: ...
+
+    def stubs(self) -> str: ...
+
+    def new_scope(self, **kwargs: Any) -> RunScope: ...
+
+    async def run(self, code: str, *, scope: RunScope | None = None,
+                  on_event: EventHandler | None = None) -> WorkflowResult: ...
+
+    async def resume(self, run_id: str, *, on_event: EventHandler | None = None) -> WorkflowResult: ...
+
+    def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]: ...
+
+    @property
+    def store(self) -> RunStore | None: ...
+
+
+@dataclass
+class WorkflowToolset(AbstractToolset[Any]):
+    """A toolset with the single tool `run_workflow`, backed by a `Harness`.
+
+    pydantic-ai asks for a fresh copy per agent run (`for_run`); the copy holds that run's
+    `RunScope`, so every script of one orchestrator run shares one budget.
+    """
+
+    harness: WorkflowHost
+    on_event: EventHandler | None = None
+    access: Access = field(default_factory=Access)
+    """Which callees this agent's scripts may call."""
+    scope: RunScope | None = None
+
+    @property
+    def id(self) -> str | None:
+        return 'harness-run-workflow'
+
+    def description(self) -> str:
+        h = self.harness
+        return tool_description(
+            h.callees, h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls,
+            max_repeats=h.max_repeats, access=self.access,
+        )
+
+    async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
+        prompt = ctx.prompt.strip() if isinstance(ctx.prompt, str) else ''
+        scope = self.harness.new_scope(
+            deps=ctx.deps,
+            usage=ctx.usage,
+            model=ctx.model,
+            orchestrator_run_id=ctx.run_id,
+            prompt=prompt.splitlines()[0][:200] if prompt else None,
+            access=self.access,
+        )
+        return WorkflowToolset(self.harness, on_event=self.on_event, access=self.access, scope=scope)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        if _in_workflow.get():
+            return {}
+        tool_def = ToolDefinition(
+            name=TOOL_NAME,
+            description=self.description(),
+            parameters_json_schema=_ARGS_SCHEMA,
+            sequential=True,
+        )
+        return {
+            TOOL_NAME: ToolsetTool(
+                toolset=self, tool_def=tool_def, max_retries=self.harness.max_retries, args_validator=_ARGS_VALIDATOR
+            )
+        }
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if self.scope is None:  # called without an agent run (for_run): one scope for this call
+            self.scope = (await self.for_run(ctx)).scope
+        token = _in_workflow.set(True)
+        try:
+            waiting_run = self.approved_run(ctx)
+            if waiting_run is not None:  # the person approved the deferred call: continue from the snapshot
+                self.harness.approve(waiting_run)
+                result = await self.harness.resume(waiting_run, on_event=self.on_event)
+            else:
+                result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
+        except BudgetExceeded as exc:
+            # Not a retry: a retry cannot succeed once the budget is spent.
+            return self.failure(exc)
+        except WorkflowError as exc:
+            raise ModelRetry(self.failure(exc)) from None
+        finally:
+            _in_workflow.reset(token)
+        if result.status == 'waiting':
+            raise self.defer(result, ctx)
+        # Only the final value returns to the model, with what the script printed, if anything.
+        value: Any = self.bounded_value(result)
+        if result.printed:
+            value = {'output': result.printed}
+            if result.value is not None:
+                value['result'] = result.value
+        if result.note:
+            return {'result': value, 'note': result.note}
+        return value
+
+    def approved_run(self, ctx: RunContext[Any]) -> str | None:
+        """The waiting run this tool call started, when pydantic-ai calls it again approved."""
+        store = self.harness.store
+        if not ctx.tool_call_approved or not ctx.tool_call_id or store is None:
+            return None
+        return store.run_of_tool_call(ctx.tool_call_id)
+
+    def defer(self, result: WorkflowResult, ctx: RunContext[Any]) -> ApprovalRequired:
+        """A run waiting for approvals, as pydantic-ai's own deferred approval of this tool call: the
+        app answers it with `DeferredToolResults`, and an approved call continues the run."""
+        store = self.harness.store
+        if store is not None and ctx.tool_call_id:
+            store.link_tool_call(ctx.tool_call_id, result.run_id)
+        waiting = [{'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in result.waiting]
+        return ApprovalRequired(metadata={'run_id': result.run_id, 'waiting': waiting})
+
+    def failure(self, exc: WorkflowError) -> str:
+        """What the model reads of a failed script: the message, the completed results, what it printed."""
+        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+
+    def bounded(self, exc: WorkflowError) -> str:
+        """An error message as the model reads it: cut at `limits['max_error_chars']` (the run keeps it whole)."""
+        limit = self.harness.limits.max_error_chars
+        if len(exc.message) <= limit:
+            return exc.message
+        where = f' (the whole message is stored with run {exc.run_id})' if exc.run_id else ''
+        return f'{exc.message[:limit]}\n... [{len(exc.message) - limit} more characters cut{where}]'
+
+    def bounded_value(self, result: WorkflowResult) -> Any:
+        """The script's value as the model reads it: a preview past `limits['max_value_chars']` of JSON."""
+        limit = self.harness.limits.max_value_chars
+        text = preview(result.value, limit + 1)
+        if len(text) <= limit:
+            return result.value
+        return {'preview': text[:limit], 'note': f'The value is longer than {limit} characters as JSON; this is its '
+                f'start. The whole value is stored with run {result.run_id}: return less (a summary, or a slice).'}

@@ -1,0 +1,105 @@
+"""A run's catalog manifest: what the catalog was when the run ran, and how today's differs from it.
+
+Every run stores its manifest: the stubs text and, per callee, a digest of everything a script
+relies on (kind, parameters, return type, side effects, rules) and the optional `version=` given at
+registration. Resume, replay and fork compare it with the current catalog before anything runs
+(`admit`): nothing is written for a run that is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .._errors import WorkflowError
+from ._callees import Callee
+
+
+def manifest(callees: Mapping[str, Callee], stubs: str) -> dict[str, Any]:
+    return {
+        'stubs': stubs,
+        'callees': {name: {'digest': digest(c), 'version': c.version} for name, c in sorted(callees.items())},
+    }
+
+
+def digest(callee: Callee) -> str:
+    shape = {
+        'kind': callee.kind,
+        'params': callee.params.model_json_schema(),
+        'returns': callee.returns.schema,
+        'side_effect': callee.side_effect,
+        'requires': [rule.describe() for rule in callee.requires],
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CatalogChange:
+    callee: str
+    kind: Literal['added', 'removed', 'changed', 'version']
+    detail: str = ''
+
+    def __str__(self) -> str:
+        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'version': 'version changed'}
+        return f'{self.callee}: {text[self.kind]}' + (f' ({self.detail})' if self.detail else '')
+
+
+def changes(stored: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[CatalogChange]:
+    """How the current catalog differs from a run's stored manifest (none for a run stored without one)."""
+    if not stored:
+        return []
+    old, new = stored.get('callees', {}), current['callees']
+    found = [CatalogChange(name, 'removed') for name in sorted(set(old) - set(new))]
+    found += [CatalogChange(name, 'added') for name in sorted(set(new) - set(old))]
+    for name in sorted(set(old) & set(new)):
+        if old[name]['digest'] != new[name]['digest']:
+            found.append(CatalogChange(name, 'changed'))
+        elif old[name].get('version') != new[name].get('version'):
+            found.append(CatalogChange(name, 'version', f'{old[name].get("version")} -> {new[name].get("version")}'))
+    return found
+
+
+class CatalogChanged(WorkflowError):
+    """The catalog differs from the one the run ran against; `changes` lists each callee added,
+    removed or changed. Resume, replay and fork refuse to continue unless the only changes are added
+    callees and the stored script still type-checks against the new stubs (checked on its own), or they
+    are told `recheck=True` (the same check for any change but a version change) or
+    `accept_changes=True` (continue without the type check)."""
+
+    def __init__(self, run_id: str, found: list[CatalogChange], *, errors: str | None = None) -> None:
+        lines = '\n'.join(f'- {change}' for change in found)
+        checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
+                   if errors is not None else '')
+        super().__init__(
+            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}Continue anyway with recheck=True (if '
+            'the script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
+            '--accept-changes); `harness diff RUN` shows the differences. Nothing ran.',
+            run_id=run_id,
+        )
+        self.changes = found
+
+
+Admission = Literal['same', 'recheck', 'accepted']
+"""How a stored run may go on under today's catalog: unchanged; once its script type-checks against the new
+stubs; or accepted as it is (no type check: the person said so, and every call's arguments are still
+validated when it is made)."""
+
+
+def admit(run_id: str, found: list[CatalogChange], *, recheck: bool, accept_changes: bool) -> Admission:
+    """How the run may go on despite the differences `found`, or `CatalogChanged`.
+
+    Added callees alone change nothing a stored script relies on, so they are rechecked without being
+    asked; a version change is a change of behaviour no type check can vouch for.
+    """
+    if not found:
+        return 'same'
+    if accept_changes:
+        return 'accepted'
+    if all(change.kind == 'added' for change in found):
+        return 'recheck'
+    if recheck and all(change.kind != 'version' for change in found):
+        return 'recheck'
+    raise CatalogChanged(run_id, found)

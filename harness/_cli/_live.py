@@ -1,0 +1,70 @@
+"""The terminal's live view of calls: one line as each call starts, finishes, fails, is refused or is skipped.
+
+Calls are written as the script wrote them, in Python: `reviewer(path='a.py', focus='bugs')`, each value
+cut on its own (a long string keeps its start and says how long it was) rather than the whole line at
+the terminal's edge. Numbers run across a whole orchestrator turn: a second attempt's first call is
+numbered after the first attempt's last, so `#7` names one call of the turn. A call a budget refused has
+no number: it never got a place in the run's journal (its event's seq is 0).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from .._records import CallEvent
+from .._ui._text import RESULT_CHARS, call_text, cut, literal
+
+
+class LiveCalls:
+    """An `on_event` handler printing each call as it happens; `new_turn()` starts the numbering over."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.count = 0
+        """Calls of the turn's runs since `new_turn()`: started, or refused by a rule (journaled, never run)."""
+        self.run_ids: list[str] = []
+        """The runs that made those calls, in order of their first call."""
+        self._offsets: dict[str, int] = {}
+        self._highest = 0
+
+    def new_turn(self) -> None:
+        self.count = 0
+        self.run_ids.clear()
+        self._offsets.clear()
+        self._highest = 0
+
+    def number(self, event: CallEvent) -> int:
+        """The call's number in this turn: its `seq`, after the calls of the turn's earlier runs."""
+        if event.run_id not in self._offsets:
+            self._offsets[event.run_id] = self._highest
+            self.run_ids.append(event.run_id)
+        number = self._offsets[event.run_id] + event.seq
+        self._highest = max(self._highest, number)
+        return number
+
+    def __call__(self, event: CallEvent) -> None:
+        number = self.number(event) if event.seq else None
+        tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
+        if event.kind == 'refused':
+            if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
+                self.count += 1
+            call = escape(call_text(event.callee, event.arguments))
+            where = f'#{number} ' if number is not None else ''
+            self.console.print(f'  [yellow]⊘[/yellow] {where}{call} refused: {escape(event.error or "")}{tag}')
+        elif event.kind == 'skipped':
+            self.console.print(f'  [dim]– #{number} {escape(event.callee)} skipped: {escape(event.error or "")}[/dim]')
+        elif event.kind == 'started':
+            self.count += 1
+            call = escape(call_text(event.callee, event.arguments))
+            self.console.print(f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]'
+                               f'{call[len(event.callee):]}{tag}')
+        elif event.kind == 'finished':
+            took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
+            result = escape(cut(literal(event.result), RESULT_CHARS))
+            self.console.print(
+                f'  [green]✓[/green] #{number} {escape(event.callee)} [dim]{took}[/dim] → {result}{tag}'
+            )
+        else:
+            error = escape(event.error or 'failed')
+            self.console.print(f'  [red]✗[/red] #{number} {escape(event.callee)}: {error}{tag}')

@@ -1,0 +1,56 @@
+"""What a callee may learn about the call it serves, and what an orchestrator run shares with its scripts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from .._catalog._rules import Access
+from ._budget import Budget
+
+
+@dataclass
+class RunScope:
+    """State shared by every script of one orchestrator run (or of one direct `Harness.run`).
+
+    The budget lives here so that `max_agent_calls` is one ceiling for the whole orchestrator run,
+    however many scripts the model writes.
+    """
+
+    deps: Any = None
+    usage: RunUsage | None = None
+    """Sub-agent usage is added here after each sub-agent run (never shared during it)."""
+    model: Any = None
+    """The orchestrator's model, used by sub-agents registered with `inherit_model=True`."""
+    sub_agent_usage_limits: UsageLimits | None = None
+    budget: Budget = field(default_factory=Budget)
+    """One ceiling for every script of the orchestrator run."""
+    prompt: str | None = None
+    """First line of the user's prompt, stored with each script's run."""
+    orchestrator_run_id: str | None = None
+    access: Access = field(default_factory=Access)
+    """Which callees the orchestrator's scripts may call (`orchestrator(allow=..., deny=...)`)."""
+    reusable: dict[str, JsonValue] = field(default_factory=dict)
+    """Results of completed calls by (callee, arguments): a retried script gets them without paying again."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Passed to a registered function that declares a parameter annotated `CallContext`.
+
+    The parameter is injected by the harness and hidden from the script's stub.
+    """
+
+    run_id: str
+    seq: int
+    callee: str
+    attempt: int
+    deps: Any = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across resumes of the same run: a side-effecting tool can deduplicate on it."""
+        return f'{self.run_id}:{self.seq}'

@@ -1,0 +1,154 @@
+"""The ways a call can be answered without running it: small answer sources the dispatcher asks in order.
+
+Each source looks at one call (its callee and its record, arguments validated and `seq` given) and
+answers it, filling in the record (`answered`), or returns None to let the next one try; the last None
+means the call runs live. Every source is synchronous, so `Dispatcher.start` stays free of `await`
+from lookup to the budget's reservation and budgets stay exact. A source decides; it never journals,
+charges or runs anything: the dispatcher does, as it does for a live call.
+
+The order (`answer_sources`) is part of the contract:
+
+1. `JournalAnswers`: resume, replay and fork answer from the journal (`History`). A run with a
+   history is answered from it alone, never from an earlier script or a baseline.
+2. `EarlierScript`: an identical call completed by an earlier script of the same orchestrator run
+   (`reuse`). Not charged (the dispatcher sees `source == 'reused'`).
+3. `Baseline`: an eval baseline's result (`reuse_calls`), charged like the live call it replaces.
+4. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval
+   lets it run; with no decision the call is held (`HOLD`): journaled `waiting`, never run, and the run
+   stops for it. It is last because an approved call runs live, which is what None means here.
+
+A rule's refusal comes before every source and a replay's budget charge before the journal is asked
+(`Dispatcher.start`): both are the dispatcher's, not a source's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from .._catalog._callees import Callee
+from .._records import CallRecord, Decision, Outcome, call_key
+from .._tracing._setup import TRACER
+from ._history import History, answered
+from ._recorded import RecordedCalls
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The answer of a call that must wait for a person's decision: the dispatcher holds it (`Dispatcher.hold`)."""
+
+
+HOLD = Hold()
+
+Answer = Outcome | Hold | None
+"""What a source says of a call: its outcome (the record filled in), hold it, or None (not this source's)."""
+
+
+class AnswerSource(Protocol):
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        """Answer the call, hold it, or None to leave it to the next source (and, after the last, to run it)."""
+        ...
+
+
+@dataclass
+class JournalAnswers:
+    """Resume, replay and fork: the journal's answer (`History.answer`, which may raise `ReplayDivergence`
+    or `NeedsDecision`)."""
+
+    history: History
+
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        return self.history.answer(record)
+
+
+@dataclass
+class EarlierScript:
+    """An identical call that completed in an earlier script of the same orchestrator run (`RunScope.reusable`,
+    filled by `Dispatcher.remember`)."""
+
+    reusable: Mapping[str, JsonValue]
+
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        key = reuse_key(record.callee, record.arguments)
+        if key not in self.reusable:
+            return None
+        return answered(record, 'reused', result=self.reusable[key])
+
+
+@dataclass
+class Baseline:
+    """The baseline eval's journal (`reuse_calls`): charged like a live call, so the budget, the rules and
+    later reuse see the run the baseline saw."""
+
+    recorded: RecordedCalls
+
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        found, value = self.recorded.answer(callee, record)
+        return answered(record, 'baseline', result=value) if found else None
+
+
+@dataclass
+class Decisions:
+    """A person's decisions on calls that need approval, by seq (read when the run started)."""
+
+    run_id: str
+    decisions: Mapping[int, Decision]
+
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        if not callee.approval:
+            return None
+        decision = self.decisions.get(record.seq)
+        if decision is None:
+            return HOLD
+        return self.decided(record, decision)
+
+    def decided(self, record: CallRecord, decision: Decision) -> Outcome | None:
+        """The decision, traced with who decided and when: None (approved: it runs) or the refusal the script
+        gets."""
+        attributes = {
+            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
+            'harness.decision': 'approved' if decision.approved else 'rejected',
+            'harness.decided_by': decision.decided_by or '', 'harness.decided_at': decision.decided_at,
+        }
+        with TRACER.start_as_current_span(f'approval {record.callee}', attributes=attributes):
+            pass
+        if decision.approved:
+            return None
+        who = decision.decided_by or 'a person'
+        why = f'{record.callee} was rejected by {who}' + (f': {decision.reason}' if decision.reason else '')
+        return answered(record, 'answered', error=why, refused=True)
+
+
+def answer_sources(
+    *,
+    run_id: str,
+    history: History | None,
+    reusable: Mapping[str, JsonValue] | None,
+    recorded: RecordedCalls | None,
+    decisions: Mapping[int, Decision],
+) -> tuple[AnswerSource, ...]:
+    """The sources one script's calls are asked, in order (see the module docstring). `reusable` and
+    `recorded` are ignored for a run with a history: its journal is the only record it follows."""
+    if history is not None:
+        first: list[AnswerSource] = [JournalAnswers(history)]
+    else:
+        first = [*([EarlierScript(reusable)] if reusable is not None else []),
+                 *([Baseline(recorded)] if recorded is not None else [])]
+    return (*first, Decisions(run_id, decisions))
+
+
+def ask(sources: tuple[AnswerSource, ...], callee: Callee, record: CallRecord) -> Answer:
+    """The first source's answer (or hold) for the call; None when none answers it and it runs live."""
+    for source in sources:
+        found = source.answer(callee, record)
+        if found is not None:
+            return found
+    return None
+
+
+def reuse_key(callee: str, arguments: dict[str, Any]) -> str:
+    """The identity of a call for reuse and for counting identical repeats: its callee and arguments."""
+    return call_key(callee, arguments)

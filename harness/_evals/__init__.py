@@ -1,0 +1,1 @@
+"""An edge: evals of the orchestrator with pydantic-evals, and the harness's evaluators."""

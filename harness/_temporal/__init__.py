@@ -1,0 +1,1 @@
+"""An edge: the Temporal engine (workflows, activities, workers). Needs the `temporal` extra."""

@@ -1,0 +1,1 @@
+"""Tracing: the spans of a run, the offline recorder, and the span tree shown without an account."""

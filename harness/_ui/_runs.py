@@ -1,0 +1,56 @@
+"""A stored run as plain data, for `harness show --json`, `harness trace` and the studio's JSON API alike
+(no rich or Starlette in it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._records import CallRecord, RunRow, SpanDict
+from .._store import RunStore, Turn
+
+
+def exceptions_by_seq(spans: Iterable[SpanDict]) -> dict[int, list[dict[str, str]]]:
+    """The exceptions each call's span recorded (a callee's real error), by the call's `seq`."""
+    found: dict[int, list[dict[str, str]]] = {}
+    for span in spans:
+        seq = (span.get('attributes') or {}).get('harness.seq')
+        if span.get('exceptions') and isinstance(seq, int):
+            found.setdefault(seq, []).extend(span.get('exceptions') or [])
+    return found
+
+
+def trace_spans(db: RunStore, run: RunRow) -> list[SpanDict]:
+    """What `harness trace RUN` draws: the run's stored spans and, when `ask`/`chat`/the studio stored them,
+    those of the orchestrator's agent runs of its turn (their model requests with their tokens, the tool
+    executions; one more agent run each time the turn continued after approvals), so the tree has the
+    orchestrator at its root as an OpenTelemetry backend shows it. None without the run's."""
+    own = db.spans(run.run_id)
+    if not own or not run.orchestrator_run_id:
+        return own
+    return [*db.orchestrator_spans(run.orchestrator_run_id), *own]
+
+
+def call_json(call: CallRecord, exceptions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        'seq': call.seq, 'callee': call.callee, 'arguments': call.arguments, 'line': call.line,
+        'status': call.status, 'result': call.result, 'error': call.error, 'started': call.started,
+        'duration': call.duration, 'attempt': call.attempt, 'source': call.source, 'side_effect': call.side_effect,
+        'exceptions': exceptions or [],
+    }
+
+
+def show_json(run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict], usage: dict[str, Any] | None,
+              turn: Turn | None) -> dict[str, Any]:
+    exceptions = exceptions_by_seq(spans)
+    return {
+        'run_id': run.run_id, 'status': run.status, 'created': run.created, 'duration': run.duration,
+        'prompt': run.prompt, 'script': run.script, 'inputs': run.inputs, 'value': run.value, 'error': run.error,
+        'parent_run_id': run.parent_run_id, 'fork_at': run.fork_at, 'orchestrator_run_id': run.orchestrator_run_id,
+        'usage': usage,
+        'turn': None if turn is None else {
+            'conversation_id': turn.conversation_id, 'turn': turn.turn, 'prompt': turn.prompt,
+            'answer': turn.answer, 'status': turn.status, 'usage': turn.usage, 'trace_id': turn.trace_id,
+        },
+        'calls': [call_json(c, exceptions.get(c.seq)) for c in calls],
+    }

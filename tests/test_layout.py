@@ -1,0 +1,96 @@
+"""The floor plan holds: read from the imports of every module, so a change that breaks it fails here.
+
+The engine's core is grouped by stage (`_catalog`, `_check`, `_sandbox`, `_dispatch`, `_store`, `_tracing`,
+`_agent`, and the modules at the top of `harness/`); its edges (`_cli`, `_studio`, `_temporal`, `_evals`) stand on
+it. The core never imports an edge; the `Harness` facade (`_engine`) reaches the Temporal engine and the evals only
+when asked to (inside the method that needs them), so importing the core loads no edge. `_ui`, the layer under
+both user interfaces, holds plain data: no rich, no Starlette, no edge.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / 'harness'
+EDGES = {'_cli', '_studio', '_temporal', '_evals'}
+UI_FORBIDDEN = {'rich', 'starlette', 'typer', 'uvicorn'}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(ROOT.rglob('*.py')):
+        parts = ['harness', *path.relative_to(ROOT).with_suffix('').parts]
+        found['.'.join(parts[:-1] if parts[-1] == '__init__' else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path) -> list[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every import in the file."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == '__init__.py' else name.rpartition('.')[0]
+    top_level = {id(node) for node in tree.body}
+    guarded = set()  # imports under `if TYPE_CHECKING:` at module level
+    for node in tree.body:
+        if isinstance(node, ast.If) and 'TYPE_CHECKING' in ast.unparse(node.test):
+            guarded.update(id(child) for child in ast.walk(node))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split('.')[: len(package.split('.')) - node.level + 1] if node.level else []
+            target = '.'.join([*base, *(node.module.split('.') if node.module else [])])
+            found.append((target, node.lineno, id(node) in top_level and id(node) not in guarded))
+        elif isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno, id(node) in top_level) for alias in node.names)
+    return found
+
+
+def package_of(module: str) -> str:
+    parts = module.split('.')
+    return parts[1] if len(parts) > 1 else ''
+
+
+MODULES = modules()
+
+
+FACADES = {'harness', 'harness._engine'}
+"""The public surface and the `Harness` facade: they may name an edge lazily (inside a function, under
+TYPE_CHECKING, or in `__init__`'s lazy map), never at import time. (`python -m harness` is the CLI.)"""
+
+
+@pytest.mark.parametrize('name', [m for m in MODULES if package_of(m) not in EDGES and m != 'harness.__main__'])
+def test_the_core_imports_no_edge(name: str) -> None:
+    for target, line, at_top in imports(name, MODULES[name]):
+        if package_of(target) in EDGES and target.startswith('harness.'):
+            assert name in FACADES and not at_top, (
+                f'{name}:{line} imports the edge {target}: the core never does; the Harness facade only inside the '
+                'method that needs it'
+            )
+
+
+@pytest.mark.parametrize('name', [m for m in MODULES if package_of(m) == '_ui'])
+def test_the_layer_under_both_interfaces_is_plain_data(name: str) -> None:
+    for target, line, _ in imports(name, MODULES[name]):
+        assert target.split('.')[0] not in UI_FORBIDDEN, f'{name}:{line} imports {target}'
+        assert package_of(target) not in EDGES or not target.startswith('harness.'), f'{name}:{line} imports {target}'
+
+
+def test_the_studio_does_not_stand_on_the_terminal() -> None:
+    for name in (m for m in MODULES if package_of(m) == '_studio'):
+        for target, line, _ in imports(name, MODULES[name]):
+            assert not target.startswith('harness._cli'), f'{name}:{line} imports the CLI ({target}): use harness._ui'
+
+
+def test_every_module_is_in_a_package_of_its_stage_or_edge() -> None:
+    """The top of `harness/` holds the public surface, the facade and what every stage shares, and nothing else."""
+    top = sorted(p.name for p in ROOT.glob('*.py'))
+    assert top == ['__init__.py', '__main__.py', '_engine.py', '_errors.py', '_records.py', '_run.py']
+
+
+@pytest.mark.parametrize('name', list(MODULES))
+def test_no_module_is_a_room_of_several_jobs(name: str) -> None:
+    """A module past 600 lines does several jobs: split it by job (issue 22)."""
+    lines = MODULES[name].read_text().count('\n')
+    assert lines <= 600, f'{MODULES[name].relative_to(ROOT.parent)} has {lines} lines'

@@ -1,0 +1,138 @@
+"""The answer sources, each alone: the journal, an earlier script's result, an eval baseline and a person's decision.
+
+Each is asked about a real call (a registered callee, a `CallRecord` as the dispatcher makes it) and either answers
+it, filling in the record, holds it, or leaves it to the next source. The end-to-end behaviour of each (resume,
+reuse, `reuse_calls`, approvals) is tested with the engine; these hold the pieces and the order they are asked in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness._catalog._callees import Callee
+from harness._catalog._manifest import manifest
+from harness._dispatch._history import History
+from harness._dispatch._recorded import RecordedCalls
+from harness._dispatch._sources import (
+    HOLD,
+    Baseline,
+    Decisions,
+    EarlierScript,
+    JournalAnswers,
+    answer_sources,
+    ask,
+    reuse_key,
+)
+from harness._errors import ReplayDivergence
+from harness._records import CallRecord, Decision
+
+
+@pytest.fixture
+def callees(make_harness) -> dict[str, Callee]:
+    h = make_harness()
+
+    @h.tool
+    def lookup(*, word: str) -> str:
+        """Look a word up."""
+        return word.upper()
+
+    @h.tool(approval=True)
+    def send(*, to: str) -> str:
+        """Send a message."""
+        return f'sent to {to}'
+
+    return dict(h.callees)
+
+
+def call(callee: str, seq: int = 1, **arguments: Any) -> CallRecord:
+    """A call as `Dispatcher.start` makes it: validated arguments and a seq, nothing decided yet."""
+    return CallRecord(seq=seq, callee=callee, arguments=arguments, line=3)
+
+
+def journaled(callee: str, seq: int, result: Any, **arguments: Any) -> CallRecord:
+    return CallRecord(seq=seq, callee=callee, arguments=arguments, line=3, status='ok', result=result, duration=0.1)
+
+
+def test_the_journal_answers_a_resumed_call_and_leaves_a_new_one_live(callees):
+    source = JournalAnswers(History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')}))
+
+    record = call('lookup', word='cat')
+    assert source.answer(callees['lookup'], record) == {'return_value': 'CAT'}
+    assert (record.status, record.source, record.result) == ('ok', 'resumed', 'CAT')
+    assert source.answer(callees['lookup'], call('lookup', seq=2, word='dog')) is None
+
+
+def test_the_journal_refuses_a_call_that_diverges_from_it(callees):
+    source = JournalAnswers(History('replay', {1: journaled('lookup', 1, 'CAT', word='cat')}))
+
+    with pytest.raises(ReplayDivergence, match='diverges from the journal'):
+        source.answer(callees['lookup'], call('lookup', word='dog'))
+
+
+def test_an_earlier_scripts_result_answers_the_identical_call_only(callees):
+    source = EarlierScript({reuse_key('lookup', {'word': 'cat'}): 'CAT'})
+
+    record = call('lookup', word='cat')
+    assert source.answer(callees['lookup'], record) == {'return_value': 'CAT'}
+    assert (record.status, record.source, record.duration) == ('ok', 'reused', 0.0)
+    other = call('lookup', word='dog')
+    assert source.answer(callees['lookup'], other) is None
+    assert other.status == 'running'  # a source that does not answer leaves the record as it was
+
+
+def test_a_baseline_answers_the_nth_identical_call_with_its_nth_result(callees):
+    recorded = RecordedCalls()
+    baseline_run = [journaled('lookup', 1, 'first', word='cat'), journaled('lookup', 2, 'second', word='cat')]
+    recorded.add_run(baseline_run, manifest(callees, stubs=''))
+    source = Baseline(recorded)
+
+    answers = [source.answer(callees['lookup'], call('lookup', seq=n, word='cat')) for n in (1, 2, 3)]
+    assert answers == [{'return_value': 'first'}, {'return_value': 'second'}, None]  # the third runs live
+    assert recorded.answered == 2
+
+
+def test_a_baseline_never_answers_a_call_that_needs_approval(callees):
+    recorded = RecordedCalls()
+    recorded.add_run([journaled('send', 1, 'sent to ann', to='ann')], manifest(callees, stubs=''))
+
+    assert Baseline(recorded).answer(callees['send'], call('send', to='ann')) is None
+
+
+def test_a_call_that_needs_approval_is_held_until_a_person_decides(callees):
+    source = Decisions('run-1', {2: Decision(approved=True), 3: Decision(approved=False, reason='not today',
+                                                                          decided_by='ann')})
+
+    assert source.answer(callees['lookup'], call('lookup', word='cat')) is None  # no approval needed: not its call
+    assert source.answer(callees['send'], call('send', seq=1, to='bob')) is HOLD
+    assert source.answer(callees['send'], call('send', seq=2, to='bob')) is None  # approved: it runs live
+    rejected = call('send', seq=3, to='bob')
+    outcome = source.answer(callees['send'], rejected)
+    assert isinstance(outcome, dict) and isinstance(outcome.get('exception'), PermissionError)
+    assert (rejected.status, rejected.source, rejected.error) == ('refused', 'answered',
+                                                                  'send was rejected by ann: not today')
+
+
+def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
+    recorded = RecordedCalls()
+    recorded.add_run([journaled('lookup', 1, 'from the baseline', word='cat')], manifest(callees, stubs=''))
+    reusable = {reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'}
+    sources = answer_sources(run_id='run-1', history=None, reusable=reusable, recorded=recorded, decisions={})
+
+    assert [type(s) for s in sources] == [EarlierScript, Baseline, Decisions]
+    assert ask(sources, callees['lookup'], call('lookup', word='cat')) == {'return_value': 'from an earlier script'}
+    assert recorded.answered == 0  # the baseline was not asked, so its result is still there for a later call
+    assert ask(sources, callees['send'], call('send', seq=2, to='ann')) is HOLD
+    assert ask(sources, callees['lookup'], call('lookup', seq=3, word='dog')) is None  # nobody answers: it runs
+
+
+def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
+    recorded = RecordedCalls()
+    recorded.add_run([journaled('lookup', 1, 'from the baseline', word='dog')], manifest(callees, stubs=''))
+    history = History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')})
+    sources = answer_sources(run_id='run-1', history=history, reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'},
+                             recorded=recorded, decisions={})
+
+    assert [type(s) for s in sources] == [JournalAnswers, Decisions]
+    assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live
