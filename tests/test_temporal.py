@@ -484,3 +484,15 @@ def test_an_error_a_worker_reports_by_name_is_raised_as_its_class_in_the_caller(
     assert [raised_as(n) for n in ('BudgetExceeded', 'PolicyViolation', 'WorkflowTypeError')] == [
         BudgetExceeded, PolicyViolation, WorkflowTypeError]
     assert {raised_as(n) for n in ('RunBusy', 'NeedsDecision', 'KeyError', None)} == {WorkflowRuntimeError}
+
+
+def test_the_temporal_package_names_the_extra_when_temporalio_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'temporalio' else real(name, *a))
+    for name in [m for m in sys.modules if m == 'harness._temporal' or m.startswith('harness._temporal.')]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ImportError, match=r"pip install 'harness\[temporal\]'"):
+        importlib.import_module('harness._temporal._host')
