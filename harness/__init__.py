@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._catalog._callees import RegistrationError
-    from ._catalog._manifest import CatalogChange, CatalogChanged
     from ._catalog._rules import After
     from ._check._analysis import Analysis, CallSite
     from ._check._checker import CheckReport, Diagnostic
@@ -17,12 +16,15 @@ if TYPE_CHECKING:
     from ._engine import Harness
     from ._errors import (
         BudgetExceeded,
+        CatalogChange,
+        CatalogChanged,
         NeedsDecision,
         PolicyViolation,
         ReplayDivergence,
         RunBusy,
         SandboxCrashed,
         SnapshotError,
+        StoreError,
         WorkflowError,
         WorkflowRuntimeError,
         WorkflowTypeError,
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
     )
     from ._evals._run import EvalError, EvalOptions, EvalResult
     from ._records import CallEvent, CallRecord, Pending, RunRow, WorkflowResult
-    from ._store import StoreError
 
 # The public names load on first use (PEP 562): `harness`'s command line imports this package for every
 # command, and the ones that only read stored runs must not pay for pydantic-ai and logfire.
@@ -52,8 +53,8 @@ _WHERE = {
     'CallEvent': '._records',
     'CallRecord': '._records',
     'CallSite': '._check._analysis',
-    'CatalogChange': '._catalog._manifest',
-    'CatalogChanged': '._catalog._manifest',
+    'CatalogChange': '._errors',
+    'CatalogChanged': '._errors',
     'CheckReport': '._check._checker',
     'Diagnostic': '._check._checker',
     'EvalError': '._evals._run',
@@ -79,7 +80,7 @@ _WHERE = {
     'RunScope': '._dispatch._context',
     'SandboxCrashed': '._errors',
     'SnapshotError': '._errors',
-    'StoreError': '._store',
+    'StoreError': '._errors',
     'WorkflowError': '._errors',
     'WorkflowResult': '._records',
     'WorkflowRuntimeError': '._errors',

@@ -20,7 +20,7 @@ from pydantic_ai.usage import UsageLimits
 
 from ._agent._orchestrator import Orchestration
 from ._catalog._callees import WrongReturn
-from ._catalog._manifest import Admission, CatalogChange, CatalogChanged, admit, changes
+from ._catalog._manifest import Admission, admit, changes
 from ._catalog._registry import Registry
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
@@ -30,7 +30,7 @@ from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher
 from ._dispatch._history import History
-from ._errors import WorkflowError, WorkflowTypeError
+from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
 from ._records import (
     Decision,
     EventHandler,

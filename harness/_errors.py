@@ -1,10 +1,30 @@
-"""The errors a run can end in: each carries a message a model can act on, and what was salvaged."""
+"""The errors a caller of the harness can see, in one place. Each `WorkflowError` carries a message a model can
+act on (never a host path, repr or secret) and what was salvaged (`completed`, `printed`).
+
+    Exception
+    ├── WorkflowError                 a workflow run failed; `str()` is written for the model
+    │   ├── WorkflowTypeError         the check failed: nothing ran
+    │   ├── WorkflowRuntimeError      the script raised, or hit a sandbox limit
+    │   │   ├── PolicyViolation       it did not catch the refusal of a call a rule refused
+    │   │   └── SandboxCrashed        the sandbox worker died under it (a retry; resumable)
+    │   ├── BudgetExceeded            a call budget ran out
+    │   ├── NeedsDecision             a side-effecting call's outcome is unknown after a crash
+    │   ├── RunBusy                   another holder has the run (or this process lost it)
+    │   ├── ReplayDivergence          a replay asked for a call the journal does not hold
+    │   ├── SnapshotError             a stored snapshot is corrupt, tampered with or incompatible
+    │   └── CatalogChanged            resume/replay/fork under a catalog that changed
+    ├── StoreError                    the run store cannot do what was asked (the message names the fix)
+    └── RunWaiting                    internal: a run stops to wait for a person (never reaches a caller)
+    pydantic_ai.UserError
+    └── RegistrationError             a callee cannot be registered as given (`harness._catalog`)
+"""
 
 from __future__ import annotations
 
 import os
 import socket
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ._records import CallRecord
 
@@ -112,3 +132,40 @@ def raised_as(name: str | None) -> type[WorkflowError]:
             return cls  # (one made from a message alone: not RunBusy or NeedsDecision, which hold more)
         found.extend(cls.__subclasses__())
     return WorkflowRuntimeError
+
+
+@dataclass(frozen=True)
+class CatalogChange:
+    """One difference between a run's catalog and today's (`CatalogChanged.changes`)."""
+
+    callee: str
+    kind: Literal['added', 'removed', 'changed', 'version']
+    detail: str = ''
+
+    def __str__(self) -> str:
+        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'version': 'version changed'}
+        return f'{self.callee}: {text[self.kind]}' + (f' ({self.detail})' if self.detail else '')
+
+
+class CatalogChanged(WorkflowError):
+    """The catalog differs from the one the run ran against; `changes` lists each callee added,
+    removed or changed. Resume, replay and fork refuse to continue unless the only changes are added
+    callees and the stored script still type-checks against the new stubs (checked on its own), or they
+    are told `recheck=True` (the same check for any change but a version change) or
+    `accept_changes=True` (continue without the type check)."""
+
+    def __init__(self, run_id: str, found: list[CatalogChange], *, errors: str | None = None) -> None:
+        lines = '\n'.join(f'- {change}' for change in found)
+        checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
+                   if errors is not None else '')
+        super().__init__(
+            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}Continue anyway with recheck=True (if '
+            'the script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
+            '--accept-changes); `harness diff RUN` shows the differences. Nothing ran.',
+            run_id=run_id,
+        )
+        self.changes = found
+
+
+class StoreError(Exception):
+    """The run store cannot do what was asked; the message says why and, where there is one, the fix."""

@@ -11,10 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._errors import WorkflowError
+from .._errors import CatalogChange, CatalogChanged
 from ._callees import Callee
 
 
@@ -36,17 +35,6 @@ def digest(callee: Callee) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class CatalogChange:
-    callee: str
-    kind: Literal['added', 'removed', 'changed', 'version']
-    detail: str = ''
-
-    def __str__(self) -> str:
-        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'version': 'version changed'}
-        return f'{self.callee}: {text[self.kind]}' + (f' ({self.detail})' if self.detail else '')
-
-
 def changes(stored: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[CatalogChange]:
     """How the current catalog differs from a run's stored manifest (none for a run stored without one)."""
     if not stored:
@@ -60,26 +48,6 @@ def changes(stored: Mapping[str, Any] | None, current: Mapping[str, Any]) -> lis
         elif old[name].get('version') != new[name].get('version'):
             found.append(CatalogChange(name, 'version', f'{old[name].get("version")} -> {new[name].get("version")}'))
     return found
-
-
-class CatalogChanged(WorkflowError):
-    """The catalog differs from the one the run ran against; `changes` lists each callee added,
-    removed or changed. Resume, replay and fork refuse to continue unless the only changes are added
-    callees and the stored script still type-checks against the new stubs (checked on its own), or they
-    are told `recheck=True` (the same check for any change but a version change) or
-    `accept_changes=True` (continue without the type check)."""
-
-    def __init__(self, run_id: str, found: list[CatalogChange], *, errors: str | None = None) -> None:
-        lines = '\n'.join(f'- {change}' for change in found)
-        checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
-                   if errors is not None else '')
-        super().__init__(
-            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}Continue anyway with recheck=True (if '
-            'the script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
-            '--accept-changes); `harness diff RUN` shows the differences. Nothing ran.',
-            run_id=run_id,
-        )
-        self.changes = found
 
 
 Admission = Literal['same', 'recheck', 'accepted']

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from .._errors import StoreError
 from ._seal import Sealer, SealKeyError, key_id, store_key
 
 T = TypeVar('T')
@@ -192,10 +193,6 @@ MIGRATIONS: list[tuple[str, ...]] = [
 
 class WouldWait(Exception):
     """Raised by `RunStore.at_once`: the write would have had to wait for a lock, and was not made."""
-
-
-class StoreError(Exception):
-    """The run store cannot do what was asked; the message says why and, where there is one, the fix."""
 
 
 def lookup(get: Callable[[str], T | None], key: str, *, missing: str, error: Callable[[str], Exception]) -> T:
