@@ -342,27 +342,22 @@ def pending(
 ) -> None:
     """The calls that wait for a person's approval, in every waiting run (or one)."""
     from .._records import preview
-    from .._store._durable import require_run
+    from .._store._approvals import pending_calls
 
     with open_store(store) as db:
         try:
-            runs_ = [require_run(db, run_id).run_id] if run_id else db.waiting_runs()
+            found = pending_calls(db, run_id)
         except WorkflowError as exc:
             raise fail(exc.message) from None
-        found = []
-        for rid in runs_:
-            decided = db.decisions(rid)
-            found += [(rid, c) for c in db.calls(rid) if c.status == 'waiting' and c.seq not in decided]
     if as_json:
-        print(json.dumps([{'run_id': rid, 'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments}
-                          for rid, c in found]))
+        print(json.dumps([{'run_id': p.run_id, 'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments}
+                          for p in found]))
         return
     if not found:
         console.print('[dim]nothing waits for approval[/dim]')
         return
-    for rid, call in found:
-        arguments = preview(call.arguments, 200)
-        console.print(f'run {rid} #{call.seq} [bold]{call.callee}[/bold]({escape(arguments)})')
+    for p in found:
+        console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
     console.print('[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
                   'then: harness resume RUN[/dim]')
 

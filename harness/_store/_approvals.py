@@ -4,9 +4,10 @@ process. The `Harness` facade is an `Approvals`; a run reads the decisions when 
 from __future__ import annotations
 
 import getpass
+from collections.abc import Iterable, Mapping
 
 from .._errors import WorkflowError
-from .._records import Decision, Pending, one_execution
+from .._records import CallRecord, Decision, Pending, one_execution
 from ._durable import require_run, require_store
 from ._sqlite import RunStore
 
@@ -19,14 +20,7 @@ class Approvals:
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         """The calls that wait for a person's approval (of one run, or of every waiting run)."""
-        store = require_store(self.store)
-        runs = [require_run(store, run_id).run_id] if run_id else store.waiting_runs()
-        found = []
-        for rid in runs:
-            decided = store.decisions(rid)
-            found += [Pending(c.seq, c.callee, c.arguments, rid) for c in store.calls(rid)
-                      if c.status == 'waiting' and c.seq not in decided]
-        return found
+        return pending_calls(require_store(self.store), run_id)
 
     def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]:
         """Approve a waiting call (every waiting call of the run when `seq` is None), from any process;
@@ -57,6 +51,18 @@ class Approvals:
 
     def _signal_decided(self, run_id: str, seqs: list[int], decision: Decision) -> None:
         """Wake a run that waits for these decisions elsewhere (the Temporal engine); the store holds them."""
+
+
+def undecided(calls: Iterable[CallRecord], decided: Mapping[int, Decision]) -> list[CallRecord]:
+    """The calls that wait for a person and have no decision yet: what every view of "pending" shows."""
+    return [c for c in calls if c.status == 'waiting' and c.seq not in decided]
+
+
+def pending_calls(store: RunStore, run_id: str | None = None) -> list[Pending]:
+    """The calls that wait for a person's approval, of one run or of every waiting run."""
+    runs = [require_run(store, run_id).run_id] if run_id else store.waiting_runs()
+    return [Pending(c.seq, c.callee, c.arguments, rid) for rid in runs
+            for c in undecided(store.calls(rid), store.decisions(rid))]
 
 
 def _who() -> str:

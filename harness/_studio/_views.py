@@ -13,6 +13,7 @@ from typing import Any
 from .._check._analysis import analyze
 from .._records import CallRecord, Decision, RunRow, SpanDict
 from .._store import RunStore, Turn
+from .._store._approvals import undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
 from .._ui._runs import call_json, exceptions_by_seq, trace_spans
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
@@ -87,8 +88,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
 
 def pending_of(calls: Iterable[CallRecord], decided: dict[int, Decision]) -> list[dict[str, Any]]:
     """Calls that wait for a person and have no decision yet."""
-    return [{'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments}
-            for c in calls if c.status == 'waiting' and c.seq not in decided]
+    return [{'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments} for c in undecided(calls, decided)]
 
 
 def span_json(node: Node) -> dict[str, Any]:
