@@ -328,6 +328,25 @@ def test_a_turns_orchestrator_spans_are_read_with_any_of_its_runs_and_deleted_wi
     assert raw(store.path).execute('SELECT count(*) FROM spans').fetchone() == (0,)
 
 
+def test_the_runs_of_a_turn_are_the_scripts_of_each_of_its_agent_runs(store: RunStore) -> None:
+    """`harness show`, `/runs` in chat, the studio's run and conversation pages all list a turn's scripts through
+    one function: a script written after an approval (under the turn's second agent run) is one of them."""
+    from harness._ui._runs import runs_of_turn, siblings_of, turn_agent_runs, turn_of
+
+    store.add_turn(Turn('c', 1, 'a1', 'go', None, 'completed', agent_run_ids=['a1', 'a2']))
+    store.create_run(RunRow('first', orchestrator_run_id='a1', created=1.0))
+    store.create_run(RunRow('second', orchestrator_run_id='a2', created=2.0))
+    store.create_run(RunRow('alone', created=3.0))
+    second = store.get_run('second')
+    assert second is not None
+    turn = turn_of(store, second)
+    assert turn is not None and turn_agent_runs(turn) == ['a1', 'a2']
+    assert [r.run_id for r in siblings_of(store, second, turn)] == ['first', 'second']
+    assert [r.run_id for r in runs_of_turn(store, ['a2', None, 'a1', 'a2'])] == ['first', 'second']
+    alone = store.get_run('alone')
+    assert alone is not None and turn_of(store, alone) is None and siblings_of(store, alone, None) == []
+
+
 def test_a_turn_stored_before_its_agent_runs_were_is_its_first_ones(db: Path, store: RunStore) -> None:
     """A turn stored by an older harness has only `agent_run_id`: that is its one agent run."""
     store.add_turn(Turn('c', 1, 'a1', 'go', 'done', 'completed'))

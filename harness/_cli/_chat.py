@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from .._records import RunRow, new_run_id
 from .._store import Conversation, RunStore, StoreError, Turn
-from .._ui._runs import trace_spans
+from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
 from .._ui._text import call_text, cut
 from ._live import LiveCalls
 from ._turn import TurnOutcome, TurnView, run_turn
@@ -185,9 +185,7 @@ class Session:
         """The workflow runs of a turn, oldest first: every attempt, the one that failed its check too."""
         if self.store is None:
             return []
-        rows = {r.run_id: r for agent_run_id in outcome.agent_run_ids
-                for r in self.store.list_runs(1_000, orchestrator_run_id=agent_run_id)}
-        return sorted(rows.values(), key=lambda r: r.created)
+        return runs_of_turn(self.store, outcome.agent_run_ids)
 
     def cancelled(self, outcome: TurnOutcome, by: str = '') -> None:
         rows = self.turn_runs(outcome)
@@ -298,9 +296,8 @@ class Session:
         if self.store is None or self.conversation is None:
             self.console.print('[dim]no runs in this conversation yet[/dim]')
             return
-        ids = [t.agent_run_id for t in self.store.turns(self.conversation.conversation_id) if t.agent_run_id]
-        rows = [r for agent_run_id in ids for r in self.store.list_runs(1_000, orchestrator_run_id=agent_run_id)]
-        rows.sort(key=lambda r: r.created, reverse=True)
+        turns = self.store.turns(self.conversation.conversation_id)
+        rows = runs_of_turn(self.store, [a for t in turns for a in turn_agent_runs(t)])[::-1]  # newest first
         short = self.store.short_ids([r.run_id for r in rows])
         self.console.print(runs_table(rows, short, self.store.usage([r.run_id for r in rows])))
 

@@ -14,6 +14,7 @@ from rich.markup import escape
 from .._errors import WorkflowError
 from .._records import RunRow, WorkflowResult
 from .._store import RunStore, StoreError, lookup
+from .._ui._runs import siblings_of, turn_of
 from ._live import LiveCalls
 from ._shared import (
     AgentsOpt,
@@ -106,9 +107,9 @@ def show(
         calls = db.calls(run.run_id)
         spans = db.spans(run.run_id)
         usage = db.usage([run.run_id]).get(run.run_id)
-        turn = next(iter(db.turns(agent_run_id=run.orchestrator_run_id)), None) if run.orchestrator_run_id else None
+        turn = turn_of(db, run)
         conversation = db.turns(turn.conversation_id) if turn is not None else []
-        siblings = db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id) if run.orchestrator_run_id else []
+        siblings = siblings_of(db, run, turn)
         short = db.short_ids([r.run_id for r in siblings])
         problems = db.verify(run.run_id)
     if problems and not as_json:  # shown, but marked: what follows may not be what was written

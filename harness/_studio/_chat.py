@@ -32,6 +32,7 @@ from .._agent._usage import Totals, of_responses
 from .._records import CallEvent
 from .._store import Conversation, RunStore, StoreError, Turn
 from .._tracing._setup import RECORDER
+from .._ui._runs import runs_of_turn
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 from ._views import pending_of, run_summary
 
@@ -226,9 +227,7 @@ class Chat:
         return DataChunk(type='data-turn', data={**self.turn_data(turn), 'store_error': error})
 
     def turn_data(self, turn: StudioTurn) -> dict[str, Any]:
-        found = {r.run_id: r for agent_run_id in dict.fromkeys([turn.agent_run_id, *turn.agent_run_ids]) if agent_run_id
-                 for r in self.store.list_runs(1_000, orchestrator_run_id=agent_run_id)}
-        runs = sorted(found.values(), key=lambda r: r.created)
+        runs = runs_of_turn(self.store, [turn.agent_run_id, *turn.agent_run_ids])
         ids = [r.run_id for r in runs]
         short, usage = self.store.short_ids(ids), self.store.usage(ids)
         sub = Totals()

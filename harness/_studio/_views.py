@@ -15,7 +15,7 @@ from .._records import CallRecord, Decision, RunRow, SpanDict
 from .._store import RunStore, Turn
 from .._store._approvals import undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
-from .._ui._runs import call_json, exceptions_by_seq, trace_spans
+from .._ui._runs import call_json, exceptions_by_seq, runs_of_turn, siblings_of, trace_spans, turn_agent_runs, turn_of
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 
 API_VERSION = 1
@@ -151,14 +151,13 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
     spans: list[SpanDict] = trace_spans(db, run)  # the tree `harness trace` draws
     decided = db.decisions(run.run_id)
     exceptions = exceptions_by_seq(spans)
-    siblings = (db.list_runs(1_000, orchestrator_run_id=run.orchestrator_run_id)
-                if run.orchestrator_run_id else [])
+    turn = turn_of(db, run)
+    siblings = siblings_of(db, run, turn)
     forks = db.forks_of(run.run_id)
     related = [run, *siblings, *forks] + ([parent] if run.parent_run_id and (parent := db.get_run(run.parent_run_id))
                                           else [])
     ids = list(dict.fromkeys(r.run_id for r in related))
     short, usage = db.short_ids(ids), db.usage(ids)
-    turn = next(iter(db.turns(agent_run_id=run.orchestrator_run_id)), None) if run.orchestrator_run_id else None
     pending = pending_of(calls, decided)
     return {
         **run_summary(run, short, usage),
@@ -206,8 +205,7 @@ def conversation_page(db: RunStore, conversation: dict[str, Any], turns: Sequenc
     where they ended, so a stored conversation reads as it did live."""
     out = []
     for turn in turns:
-        runs = sorted(db.list_runs(1_000, orchestrator_run_id=turn.agent_run_id), key=lambda r: r.created) \
-            if turn.agent_run_id else []
+        runs = runs_of_turn(db, turn_agent_runs(turn))
         ids = [r.run_id for r in runs]
         short, usage = db.short_ids(ids), db.usage(ids)
         out.append({

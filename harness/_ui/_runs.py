@@ -54,3 +54,28 @@ def show_json(run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict
         },
         'calls': [call_json(c, exceptions.get(c.seq)) for c in calls],
     }
+
+
+def runs_of_turn(db: RunStore, agent_run_ids: Iterable[str | None]) -> list[RunRow]:
+    """The workflow runs of one orchestrator turn, oldest first: the scripts of each of its agent runs (one more
+    agent run each time the turn went on after approvals; its scripts carry that run's id)."""
+    found = {r.run_id: r for agent_run_id in dict.fromkeys(a for a in agent_run_ids if a)
+             for r in db.list_runs(1_000, orchestrator_run_id=agent_run_id)}
+    return sorted(found.values(), key=lambda r: r.created)
+
+
+def turn_of(db: RunStore, run: RunRow) -> Turn | None:
+    """The orchestrator turn a workflow run belongs to (None for a run made by `exec` or the API)."""
+    return next(iter(db.turns(agent_run_id=run.orchestrator_run_id)), None) if run.orchestrator_run_id else None
+
+
+def turn_agent_runs(turn: Turn) -> list[str]:
+    """Every agent run of a turn, its first one first."""
+    return [a for a in dict.fromkeys([turn.agent_run_id, *turn.agent_run_ids]) if a]
+
+
+def siblings_of(db: RunStore, run: RunRow, turn: Turn | None) -> list[RunRow]:
+    """The runs of the turn `run` belongs to (itself included), oldest first."""
+    if turn is not None:
+        return runs_of_turn(db, turn_agent_runs(turn))
+    return runs_of_turn(db, [run.orchestrator_run_id])
