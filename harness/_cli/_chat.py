@@ -22,6 +22,7 @@ from .._records import RunRow, new_run_id
 from .._store import Conversation, RunStore, StoreError, Turn
 from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
 from .._ui._text import call_text, cut
+from .._ui._turns import record_turn
 from ._live import LiveCalls
 from ._turn import TurnOutcome, TurnView, run_turn
 from ._views import footer_lines
@@ -96,22 +97,15 @@ class Session:
             return
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-        now = time.time()
-        if self.conversation is None:
-            first = prompt.strip().splitlines()[0][:200] if prompt.strip() else ''
-            self.conversation = Conversation(new_run_id(), now, now, first, self.model_label, '[]')
-        if status == 'completed':
-            self.conversation.messages_json = ModelMessagesTypeAdapter.dump_json(self.history).decode()
-        self.conversation.updated = now
-        self.conversation.model = self.model_label
+        conversation_id = self.conversation.conversation_id if self.conversation is not None else new_run_id()
+        first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
+        turn = Turn(conversation_id, self.turns, first_run, prompt, outcome.output, status, error=error,
+                    usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
+                    agent_run_ids=outcome.agent_run_ids)
+        messages = ModelMessagesTypeAdapter.dump_json(self.history).decode() if status == 'completed' else None
         try:
-            self.store.save_conversation(self.conversation)
-            first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
-            self.store.add_turn(Turn(
-                self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
-                error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
-                agent_run_ids=outcome.agent_run_ids,
-            ))
+            self.conversation = record_turn(self.store, self.conversation, turn, model_label=self.model_label,
+                                            messages_json=messages)
             for agent_run_id, spans in outcome.spans.items():  # the orchestrator's own, beside its runs' spans
                 if spans:
                     self.store.add_orchestrator_spans(agent_run_id, spans)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from .._store import Conversation, RunStore, StoreError, Turn
 from .._tracing._setup import RECORDER
 from .._ui._runs import runs_of_turn
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
+from .._ui._turns import record_turn
 from ._views import pending_of, run_summary
 
 TOOL = 'run_workflow'
@@ -208,20 +208,14 @@ class Chat:
     def record(self, turn: StudioTurn) -> DataChunk:
         """Store the turn and the conversation (its messages only when the turn produced them); the `data-turn`
         part that tells the page how the turn ended."""
-        now = time.time()
-        conversation = turn.conversation or Conversation(turn.conversation_id, now, now, turn.prompt.strip()
-                                                         .splitlines()[0][:200], self.model_label, '[]')
-        turn.conversation = conversation
-        if turn.messages is not None:
-            conversation.messages_json = ModelMessagesTypeAdapter.dump_json(turn.messages).decode()
-        conversation.updated, conversation.model = now, self.model_label
+        stored = Turn(turn.conversation_id, turn.number, turn.agent_run_id, turn.prompt, turn.answer, turn.status,
+                      error=turn.error, usage=None if turn.usage.empty else turn.usage.as_json(),
+                      agent_run_ids=turn.agent_run_ids)
+        messages = ModelMessagesTypeAdapter.dump_json(turn.messages).decode() if turn.messages is not None else None
         error = None
         try:
-            self.store.save_conversation(conversation)
-            self.store.add_turn(Turn(conversation.conversation_id, turn.number, turn.agent_run_id, turn.prompt,
-                                     turn.answer, turn.status, error=turn.error,
-                                     usage=None if turn.usage.empty else turn.usage.as_json(),
-                                     agent_run_ids=turn.agent_run_ids))
+            turn.conversation = record_turn(self.store, turn.conversation, stored, model_label=self.model_label,
+                                            messages_json=messages)
         except StoreError as exc:  # the answer is on the page; losing its record is worth a line, not the turn
             error = f'the turn was not stored: {exc}'
         return DataChunk(type='data-turn', data={**self.turn_data(turn), 'store_error': error})
