@@ -16,7 +16,9 @@ class Approvals:
     """`pending`, `approve` and `reject` over the store of a Harness."""
 
     @property
-    def store(self) -> RunStore | None: ...
+    def store(self) -> RunStore | None:
+        """The run store; the Harness this is part of defines it."""
+        raise NotImplementedError
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         """The calls that wait for a person's approval (of one run, or of every waiting run)."""
