@@ -19,6 +19,7 @@ from ._sandbox._pool import SandboxPool
 from ._sandbox._runner import PrintCapture, ScriptRun, run_script
 from ._sandbox._values import renamed_note
 from ._store._journal import Journal
+from ._tracing._names import ATTR_BUDGET_USED, ATTR_MODE, ATTR_RUN_ID, ATTR_SCRIPT, ATTR_STATUS, run_span_name
 from ._tracing._setup import RECORDER, TRACER, attach_traceparent, current_traceparent
 
 
@@ -40,8 +41,8 @@ async def execute(
     run_id = job.dispatcher.run_id
     try:
         with attach_traceparent(traceparent), TRACER.start_as_current_span(
-            f'run_workflow {run_id}',
-            attributes={'harness.run_id': run_id, 'harness.mode': mode, 'harness.script': job.code},
+            run_span_name(run_id),
+            attributes={ATTR_RUN_ID: run_id, ATTR_MODE: mode, ATTR_SCRIPT: job.code},
         ) as span:
             if begin is not None:
                 begin.trace_context = current_traceparent()
@@ -51,11 +52,11 @@ async def execute(
                     result = await observed(span, journal.store, run_id, _finish(pool, checker, job, journal))
             except BaseException as exc:
                 span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                span.set_attribute('harness.status', 'failed')
+                span.set_attribute(ATTR_STATUS, 'failed')
                 raise
             finally:
-                span.set_attribute('harness.budget_used', job.dispatcher.budget.summary())
-            span.set_attribute('harness.status', result.status)
+                span.set_attribute(ATTR_BUDGET_USED, job.dispatcher.budget.summary())
+            span.set_attribute(ATTR_STATUS, result.status)
             return result
     finally:
         if journal.store is not None:

@@ -4,12 +4,14 @@ The engine's core is grouped by stage (`_catalog`, `_check`, `_sandbox`, `_dispa
 `_agent`, and the modules at the top of `harness/`); its edges (`_cli`, `_studio`, `_temporal`, `_evals`) stand on
 it. The core never imports an edge; the `Harness` facade (`_engine`) reaches the Temporal engine and the evals only
 when asked to (inside the method that needs them), so importing the core loads no edge. `_ui`, the layer under
-both user interfaces, holds plain data: no rich, no Starlette, no edge.
+both user interfaces, holds plain data: no rich, no Starlette, no edge. Span names and `harness.*` attribute names
+are spelled in one module, `harness/_tracing/_names.py`, which every writer and reader of spans uses.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,36 @@ def test_no_module_is_a_room_of_several_jobs(name: str) -> None:
     """A module past 600 lines does several jobs: split it by job (issue 22)."""
     lines = MODULES[name].read_text().count('\n')
     assert lines <= 600, f'{MODULES[name].relative_to(ROOT.parent)} has {lines} lines'
+
+
+NAMES = ROOT / '_tracing' / '_names.py'
+ATTRIBUTE_LITERAL = re.compile(r'harness\.[a-z]')
+"""A `harness.<word>` string: a span attribute's name (module paths, `harness._x`, are not)."""
+NOT_ATTRIBUTES = {'harness._temporal._flow': {'harness.advance', 'harness.call'}}
+"""Temporal activity names, not span attributes; that module imports only the standard library and temporalio."""
+
+
+def test_span_attribute_names_are_spelled_only_in_the_names_module() -> None:
+    """Writers and readers share the constants of `_tracing._names`, so a renamed or new attribute cannot leave
+    a view reading a name no span carries (f-string pieces count: `f'harness.{x}'` is caught too)."""
+    found = []
+    for name, path in MODULES.items():
+        if path == NAMES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            literal = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ''
+            if ATTRIBUTE_LITERAL.match(literal) and literal not in NOT_ATTRIBUTES.get(name, set()):
+                found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno} {literal!r}')
+    assert not found, 'use (or add) a constant of harness/_tracing/_names.py:\n' + '\n'.join(sorted(found))
+
+
+def test_spans_are_named_through_the_names_module() -> None:
+    """A span's name is a `_tracing._names` constant or helper, never a literal at the place that starts it."""
+    found = []
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ('start_as_current_span', 'start_span') and node.args
+                    and isinstance(node.args[0], ast.Constant | ast.JoinedStr)):
+                found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno}')
+    assert not found, 'name the span with harness/_tracing/_names.py: ' + ', '.join(found)

@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from .._tracing._names import (
+    ATTR_USAGE_COST,
+    ATTR_USAGE_INPUT_TOKENS,
+    ATTR_USAGE_OUTPUT_TOKENS,
+    ATTR_USAGE_REQUESTS,
+)
+
 
 @dataclass
 class Totals:
@@ -71,14 +78,15 @@ class Totals:
             unpriced=int(data.get('unpriced') or 0),
         )
 
-    def span_attributes(self, prefix: str = 'harness.usage') -> dict[str, int | float]:
+    def span_attributes(self) -> dict[str, int | float]:
+        """The run span's `harness.usage.*` totals."""
         attributes: dict[str, int | float] = {
-            f'{prefix}.input_tokens': self.input_tokens,
-            f'{prefix}.output_tokens': self.output_tokens,
-            f'{prefix}.requests': self.requests,
+            ATTR_USAGE_INPUT_TOKENS: self.input_tokens,
+            ATTR_USAGE_OUTPUT_TOKENS: self.output_tokens,
+            ATTR_USAGE_REQUESTS: self.requests,
         }
         if self.cost is not None:
-            attributes[f'{prefix}.cost'] = float(self.cost)
+            attributes[ATTR_USAGE_COST] = float(self.cost)
         return attributes
 
     def text(self) -> str:

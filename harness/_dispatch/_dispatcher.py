@@ -45,6 +45,18 @@ from .._records import (
 )
 from .._sandbox._values import NotPlainData, to_plain
 from .._store._journal import Journal, Snapshot
+from .._tracing._names import (
+    ATTR_ARGUMENTS,
+    ATTR_ATTEMPT,
+    ATTR_CALLEE,
+    ATTR_LINE,
+    ATTR_RESULT_PREVIEW,
+    ATTR_RUN_ID,
+    ATTR_SEQ,
+    ATTR_SOURCE,
+    ATTR_STATUS,
+    call_span_name,
+)
 from .._tracing._setup import TRACER, record_exception
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
@@ -519,22 +531,22 @@ class Dispatcher:
     def call_span(self, record: CallRecord) -> Generator[None]:
         """One `call {callee}` span; a sub-agent's own spans nest inside it."""
         attributes: dict[str, Any] = {
-            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
-            'harness.attempt': record.attempt, 'harness.source': record.source,
+            ATTR_RUN_ID: self.run_id, ATTR_CALLEE: record.callee, ATTR_SEQ: record.seq,
+            ATTR_ATTEMPT: record.attempt, ATTR_SOURCE: record.source,
         }
         if record.line is not None:
-            attributes['harness.line'] = record.line
+            attributes[ATTR_LINE] = record.line
         if self.trace_values:
-            attributes['harness.arguments'] = preview(record.arguments, 2_000)
-        with TRACER.start_as_current_span(f'call {record.callee}', attributes=attributes) as span:
+            attributes[ATTR_ARGUMENTS] = preview(record.arguments, 2_000)
+        with TRACER.start_as_current_span(call_span_name(record.callee), attributes=attributes) as span:
             try:
                 yield
             finally:
-                span.set_attribute('harness.status', record.status)
+                span.set_attribute(ATTR_STATUS, record.status)
                 if record.status in ('error', 'refused'):
                     span.set_status(Status(StatusCode.ERROR, record.error or 'failed'))
                 elif self.trace_values and record.status == 'ok':
-                    span.set_attribute('harness.result_preview', preview(record.result, 300))
+                    span.set_attribute(ATTR_RESULT_PREVIEW, preview(record.result, 300))
 
     def fail(self, record: CallRecord, started: float, error: Exception) -> Outcome:
         record.status = 'error'

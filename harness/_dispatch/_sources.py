@@ -31,6 +31,15 @@ from pydantic import JsonValue
 
 from .._catalog._callees import Callee
 from .._records import CallRecord, Decision, Outcome, call_key
+from .._tracing._names import (
+    ATTR_CALLEE,
+    ATTR_DECIDED_AT,
+    ATTR_DECIDED_BY,
+    ATTR_DECISION,
+    ATTR_RUN_ID,
+    ATTR_SEQ,
+    approval_span_name,
+)
 from .._tracing._setup import TRACER
 from ._history import History, answered
 from ._recorded import RecordedCalls
@@ -109,11 +118,11 @@ class Decisions:
         """The decision, traced with who decided and when: None (approved: it runs) or the refusal the script
         gets."""
         attributes = {
-            'harness.run_id': self.run_id, 'harness.callee': record.callee, 'harness.seq': record.seq,
-            'harness.decision': 'approved' if decision.approved else 'rejected',
-            'harness.decided_by': decision.decided_by or '', 'harness.decided_at': decision.decided_at,
+            ATTR_RUN_ID: self.run_id, ATTR_CALLEE: record.callee, ATTR_SEQ: record.seq,
+            ATTR_DECISION: 'approved' if decision.approved else 'rejected',
+            ATTR_DECIDED_BY: decision.decided_by or '', ATTR_DECIDED_AT: decision.decided_at,
         }
-        with TRACER.start_as_current_span(f'approval {record.callee}', attributes=attributes):
+        with TRACER.start_as_current_span(approval_span_name(record.callee), attributes=attributes):
             pass
         if decision.approved:
             return None

@@ -24,6 +24,7 @@ from .._errors import (
     WorkflowTypeError,
 )
 from .._records import PendingCall
+from .._tracing._names import ATTR_ERRORS, SPAN_CHECK
 from .._tracing._setup import TRACER
 from ._loop import OsHandler, ScriptLoop, clean_traceback
 from ._pool import SandboxPool
@@ -111,14 +112,14 @@ async def _run(pool: SandboxPool, checker: Checker, job: ScriptRun, printed: Pri
 
 async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
     """The `check` span: nothing runs unless the script type-checks against the stubs."""
-    with TRACER.start_as_current_span('check', attributes={'harness.errors': 0}) as span:
+    with TRACER.start_as_current_span(SPAN_CHECK, attributes={ATTR_ERRORS: 0}) as span:
         report = await type_check(checker, job.stubs, job.code)
         if not report.ok:
-            span.set_attribute('harness.errors', len(report.diagnostics) or 1)
+            span.set_attribute(ATTR_ERRORS, len(report.diagnostics) or 1)
             span.set_status(Status(StatusCode.ERROR, 'type check failed'))
             raise type_error(report.errors, report.diagnostics)
         if job.rule_errors:
-            span.set_attribute('harness.errors', len(job.rule_errors))
+            span.set_attribute(ATTR_ERRORS, len(job.rule_errors))
             span.set_status(Status(StatusCode.ERROR, 'rules can be broken'))
             raise WorkflowTypeError(
                 'The script can break the catalog\'s rules (strict mode), so nothing ran:\n'

@@ -63,9 +63,9 @@ from opentelemetry.trace import StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .._records import SpanDict, preview
+from ._names import ATTR_PREFIX, ATTR_RUN_ID
 
-RUN_ID_ATTRIBUTE = 'harness.run_id'
-KEPT_PREFIXES: tuple[str, ...] = ('harness.',)
+KEPT_PREFIXES: tuple[str, ...] = (ATTR_PREFIX,)
 KEPT_ATTRIBUTES: frozenset[str] = frozenset(
     {
         'gen_ai.agent.name',
@@ -352,7 +352,7 @@ def attach_traceparent(traceparent: str | None) -> Generator[None]:
 def _run_id_of(attributes: Mapping[str, Any] | None) -> str | None:
     if not attributes:
         return None
-    value = attributes.get(RUN_ID_ATTRIBUTE)
+    value = attributes.get(ATTR_RUN_ID)
     return str(value) if value is not None and value != '' else None
 
 

@@ -23,6 +23,24 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._records import SpanDict, preview
+from ._names import (
+    ATTR_ARGUMENTS,
+    ATTR_ATTEMPT,
+    ATTR_BUDGET_USED,
+    ATTR_CALLEE,
+    ATTR_ERRORS,
+    ATTR_RESULT_PREVIEW,
+    ATTR_SEQ,
+    ATTR_SOURCE,
+    ATTR_STATUS,
+    ATTR_USAGE_COST,
+    ATTR_USAGE_INPUT_TOKENS,
+    ATTR_USAGE_OUTPUT_TOKENS,
+    SPAN_CALL,
+    SPAN_CHECK,
+    SPAN_RUN,
+    is_span,
+)
 
 PREVIEW_CHARS = 60
 
@@ -139,27 +157,27 @@ def _details(span: SpanDict, attrs: Mapping[str, Any], limit: int | None = PREVI
     kind = _kind(span)
     out: list[str] = []
     if kind == 'call':
-        if attrs.get('harness.seq') is not None:
-            out.append(f'#{attrs["harness.seq"]}')
-        if attrs.get('harness.arguments') is not None:
-            out.append(f'args={_line(attrs["harness.arguments"], limit)}')
-        if attrs.get('harness.result_preview') is not None:
-            out.append(f'-> {_line(attrs["harness.result_preview"], limit)}')
-        attempt = _int(attrs.get('harness.attempt'))
+        if attrs.get(ATTR_SEQ) is not None:
+            out.append(f'#{attrs[ATTR_SEQ]}')
+        if attrs.get(ATTR_ARGUMENTS) is not None:
+            out.append(f'args={_line(attrs[ATTR_ARGUMENTS], limit)}')
+        if attrs.get(ATTR_RESULT_PREVIEW) is not None:
+            out.append(f'-> {_line(attrs[ATTR_RESULT_PREVIEW], limit)}')
+        attempt = _int(attrs.get(ATTR_ATTEMPT))
         if attempt is not None and attempt > 1:
             out.append(f'attempt {attempt}')
-        source = attrs.get('harness.source')
+        source = attrs.get(ATTR_SOURCE)
         if source and source != 'live':
             out.append(f'[{source}]')
     elif kind == 'check':
-        errors = error_count(attrs.get('harness.errors'))
+        errors = error_count(attrs.get(ATTR_ERRORS))
         out.append(f'{errors} error{"s" if errors != 1 else ""}' if errors else 'no errors')
     elif kind == 'run':
-        for key, label in (('harness.status', 'status'), ('harness.budget_used', 'budget')):
+        for key, label in ((ATTR_STATUS, 'status'), (ATTR_BUDGET_USED, 'budget')):
             if attrs.get(key) is not None:
                 out.append(f'{label}={_line(attrs[key], limit)}')
-        if attrs.get('harness.usage.input_tokens') is not None:
-            out.append(usage_text(attrs, 'harness.usage'))
+        if attrs.get(ATTR_USAGE_INPUT_TOKENS) is not None:
+            out.append(usage_text(attrs))
     model = attrs.get('gen_ai.request.model') or attrs.get('gen_ai.response.model')
     if model and kind != 'call':
         out.append(f'model={model}')
@@ -172,11 +190,11 @@ def _details(span: SpanDict, attrs: Mapping[str, Any], limit: int | None = PREVI
     return out
 
 
-def usage_text(attrs: Mapping[str, Any], prefix: str) -> str:
+def usage_text(attrs: Mapping[str, Any]) -> str:
     """`sub-agents: tokens in=… out=… cost=$…` from a run span's `harness.usage.*` totals."""
-    text = (f'sub-agents: tokens in={_or_unknown(attrs.get(f"{prefix}.input_tokens"))} '
-            f'out={_or_unknown(attrs.get(f"{prefix}.output_tokens"))}')
-    cost = attrs.get(f'{prefix}.cost')
+    text = (f'sub-agents: tokens in={_or_unknown(attrs.get(ATTR_USAGE_INPUT_TOKENS))} '
+            f'out={_or_unknown(attrs.get(ATTR_USAGE_OUTPUT_TOKENS))}')
+    cost = attrs.get(ATTR_USAGE_COST)
     return text + (f' cost=${float(cost):.4f}' if cost is not None else '')
 
 
@@ -187,21 +205,13 @@ def _or_unknown(value: Any) -> str:
 def _kind(span: SpanDict) -> str:
     attrs: Mapping[str, Any] = span.get('attributes') or {}
     name = str(span.get('name', ''))
-    if 'harness.callee' in attrs or name.startswith('call '):
+    if ATTR_CALLEE in attrs or is_span(name, SPAN_CALL):
         return 'call'
-    if name == 'check':
+    if name == SPAN_CHECK:
         return 'check'
-    if name == 'run_workflow' or name.startswith('run_workflow '):
+    if name == SPAN_RUN or is_span(name, SPAN_RUN):
         return 'run'
     return 'other'
-
-
-def _callee(span: SpanDict) -> str:
-    attrs: Mapping[str, Any] = span.get('attributes') or {}
-    callee = attrs.get('harness.callee')
-    if callee:
-        return str(callee)
-    return str(span.get('name', '')).removeprefix('call ')
 
 
 def _add_children(branch: Tree, node: Node, limit: int | None = PREVIEW_CHARS) -> None:

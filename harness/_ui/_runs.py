@@ -8,13 +8,14 @@ from typing import Any
 
 from .._records import CallRecord, RunRow, SpanDict
 from .._store import RunStore, Turn
+from .._tracing._names import ATTR_SEQ
 
 
 def exceptions_by_seq(spans: Iterable[SpanDict]) -> dict[int, list[dict[str, str]]]:
     """The exceptions each call's span recorded (a callee's real error), by the call's `seq`."""
     found: dict[int, list[dict[str, str]]] = {}
     for span in spans:
-        seq = (span.get('attributes') or {}).get('harness.seq')
+        seq = (span.get('attributes') or {}).get(ATTR_SEQ)
         if span.get('exceptions') and isinstance(seq, int):
             found.setdefault(seq, []).extend(span.get('exceptions') or [])
     return found
