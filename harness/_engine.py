@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
-import importlib.util
-import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 from pydantic_ai.exceptions import UserError
@@ -43,9 +41,10 @@ from ._records import (
 )
 from ._run import execute
 from ._sandbox._grants import HostGrants
-from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
+from ._sandbox._pool import SandboxPool, default_workers
 from ._sandbox._runner import ScriptRun, type_check, type_error
 from ._sandbox._values import NotPlainData, jsonable, plain
+from ._settings import DEFAULT_SUB_AGENT_USAGE_LIMITS, FROM_ENVIRONMENT, Settings, _FromEnvironment
 from ._store import RunStore
 from ._store._approvals import Approvals
 from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
@@ -59,20 +58,13 @@ if TYPE_CHECKING:  # pydantic-evals is imported by the first eval, not by every 
 F = TypeVar('F', bound=Callable[..., Any])
 T = TypeVar('T')
 
-DEFAULT_SUB_AGENT_USAGE_LIMITS = UsageLimits(request_limit=50)
+if TYPE_CHECKING:  # the settings read as attributes of the Harness (read-only properties, made below the class)
+    _SettingsAttributes = Settings
+else:
+    _SettingsAttributes = object
 
 
-class _FromEnvironment(enum.Enum):
-    """The default of `Harness(temporal=...)`: `HARNESS_TEMPORAL`. A sentinel, because `None` is a choice
-    (the embedded engine, whatever the environment says)."""
-
-    TOKEN = 'HARNESS_TEMPORAL'
-
-
-FROM_ENVIRONMENT = _FromEnvironment.TOKEN
-
-
-class Harness(Registry, Approvals, Orchestration):
+class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
     Args:
@@ -137,50 +129,35 @@ class Harness(Registry, Approvals, Orchestration):
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
     ) -> None:
-        if max_agent_calls < 1:
-            raise UserError('max_agent_calls must be at least 1.')
-        if max_tool_calls is not None and max_tool_calls < 0:
-            raise UserError('max_tool_calls must be 0 or more (None: no limit).')
-        if max_concurrency is not None and max_concurrency < 1:
-            raise UserError('max_concurrency must be at least 1 (None: no limit).')
-        for name, cap in (call_caps or {}).items():
-            if cap < 0:
-                raise UserError(f'call_caps[{name!r}] must be 0 or more.')
-        for name, n in (call_concurrency or {}).items():
-            if n < 1:
-                raise UserError(f'call_concurrency[{name!r}] must be at least 1.')
-        if max_repeats is not None and max_repeats < 1:
-            raise UserError('max_repeats must be at least 1 (None: no limit).')
-        self.store_path = store
-        self.max_agent_calls = max_agent_calls
-        self.max_tool_calls = max_tool_calls
-        self.max_concurrency = max_concurrency
-        self.call_caps = dict(call_caps or {})
-        self.call_concurrency = dict(call_concurrency or {})
-        self.max_repeats = max_repeats
-        self.strict = strict
-        self.limits = SandboxLimits.from_mapping(limits)
-        self.type_check = type_check
-        self.sub_agent_usage_limits = sub_agent_usage_limits
-        self.inherit_model = inherit_model
-        self.max_retries = max_retries
-        self.reuse_results = reuse_results
-        self.tracing = tracing
-        self.grant_clock = grant_clock
-        self.grant_randomness = grant_randomness
-        self.trace_values = trace_values
-        self.on_event = on_event
-        if temporal is FROM_ENVIRONMENT:
-            temporal = os.environ.get('HARNESS_TEMPORAL')
-        self.temporal: str | None = temporal or None
-        if self.temporal and importlib.util.find_spec('temporalio') is None:
-            raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
-        self.task_queue = task_queue
-        self.task_queues = dict(task_queues or {})
+        self.settings = Settings.of(
+            store=store,
+            max_agent_calls=max_agent_calls,
+            max_tool_calls=max_tool_calls,
+            max_concurrency=max_concurrency,
+            call_caps=call_caps,
+            call_concurrency=call_concurrency,
+            max_repeats=max_repeats,
+            strict=strict,
+            limits=limits,
+            max_workers=max_workers,
+            type_check=type_check,
+            sub_agent_usage_limits=sub_agent_usage_limits,
+            inherit_model=inherit_model,
+            max_retries=max_retries,
+            reuse_results=reuse_results,
+            tracing=tracing,
+            trace_values=trace_values,
+            grant_clock=grant_clock,
+            grant_randomness=grant_randomness,
+            on_event=on_event,
+            temporal=temporal,
+            task_queue=task_queue,
+            task_queues=task_queues,
+        )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
         self._pool = SandboxPool(
-            max_workers=max_workers or default_workers(), limits=self.limits, reserved=MAX_CHECKERS
+            max_workers=self.max_workers or default_workers(), limits=self.limits, reserved=MAX_CHECKERS
         )
         self._checker = Checker(self._pool)
         self._runner: asyncio.Runner | None = None
@@ -565,6 +542,12 @@ class Harness(Registry, Approvals, Orchestration):
             raise box['error']
         return box['value']
 
+
+# `h.max_agent_calls` and every other setting read as before, from `h.settings`; a property without a setter, so
+# `h.strict = True` raises AttributeError: a Harness is what it was made with (make another for other settings).
+for _field in dataclasses.fields(Settings):
+    setattr(Harness, _field.name, property(attrgetter(f'settings.{_field.name}'), doc=f'`settings.{_field.name}`.'))
+del _field
 
 __all__ = ['Harness']
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -18,6 +20,7 @@ from harness import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
+from harness._settings import Settings
 
 
 class Review(BaseModel):
@@ -540,3 +543,21 @@ def test_a_completed_run_past_its_budget_replays_whatever_its_fan_out(make_harne
     result = h.run_sync(code)
     assert result.value == 20
     assert h.replay_sync(result.run_id).value == 20
+
+
+def test_a_harness_is_what_it_was_made_with(make_harness):
+    """The settings are validated once into a frozen `Settings`; each reads as an attribute of the Harness
+    and none can be set: other settings are another Harness."""
+    h = make_harness(max_agent_calls=7, call_caps={'fetch': 2}, strict=True, task_queue='q')
+    assert h.settings == Settings.of(store=':memory:', max_agent_calls=7, call_caps={'fetch': 2}, strict=True,
+                                     task_queue='q')
+    assert (h.max_agent_calls, h.call_caps, h.strict, h.task_queue, h.store_path) == (7, {'fetch': 2}, True, 'q',
+                                                                                     ':memory:')
+    for field in dataclasses.fields(Settings):
+        assert getattr(h, field.name) is getattr(h.settings, field.name)
+        with pytest.raises(AttributeError):
+            setattr(h, field.name, getattr(h, field.name))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        h.settings.strict = False  # type: ignore[misc]
+    with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be 0 or more"):
+        Settings.of(call_caps={'fetch': -1})

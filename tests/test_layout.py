@@ -88,7 +88,7 @@ def test_the_studio_does_not_stand_on_the_terminal() -> None:
 def test_every_module_is_in_a_package_of_its_stage_or_edge() -> None:
     """The top of `harness/` holds the public surface, the facade and what every stage shares, and nothing else."""
     top = sorted(p.name for p in ROOT.glob('*.py'))
-    assert top == ['__init__.py', '__main__.py', '_engine.py', '_errors.py', '_records.py', '_run.py']
+    assert top == ['__init__.py', '__main__.py', '_engine.py', '_errors.py', '_records.py', '_run.py', '_settings.py']
 
 
 @pytest.mark.parametrize('name', list(MODULES))

@@ -78,10 +78,22 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @asynccontextmanager
-async def on_temporal(address: str, store: Path, **kwargs: object) -> AsyncIterator[Harness]:
-    """A Harness on Temporal, with a worker in this process polling a task queue of its own."""
-    queue = f'test-{uuid.uuid4().hex[:8]}'
-    h = Harness(store=str(store), temporal=address, task_queue=queue, **kwargs)  # type: ignore[arg-type]
+async def on_temporal(
+    address: str, store: Path, *, task_queue: str | None = None, **kwargs: object
+) -> AsyncIterator[Harness]:
+    """A Harness on Temporal, with a worker in this process polling its task queue (one of its own unless given)."""
+    queue = task_queue or f'test-{uuid.uuid4().hex[:8]}'
+    h = with_catalog(Harness(store=str(store), temporal=address, task_queue=queue, **kwargs))  # type: ignore[arg-type]
+    client = await connect(address)
+    try:
+        async with worker(h, client, queue):
+            yield h
+    finally:
+        await h.aclose()
+
+
+def with_catalog(h: Harness) -> Harness:
+    """`h` with the callees every test here runs against."""
 
     @h.subagent
     async def square(*, i: int) -> int:
@@ -99,12 +111,7 @@ async def on_temporal(address: str, store: Path, **kwargs: object) -> AsyncItera
         """Refund the ticket."""
         return f'refunded {cents} on {ticket_id}'
 
-    client = await connect(address)
-    try:
-        async with worker(h, client, queue):
-            yield h
-    finally:
-        await h.aclose()
+    return h
 
 
 GATHER = """
@@ -126,8 +133,11 @@ async def test_a_gather_runs_as_a_workflow_and_is_stored(temporal_address: str, 
         assert {s['name'] for s in spans} >= {f'run_workflow {result.run_id}', 'call square', 'check'}
         assert len({s['trace_id'] for s in spans}) == 1
         assert sum(s['name'] == 'call square' and s['attributes'].get('harness.source') == 'live' for s in spans) == 10
-        h.temporal = None  # the journal replays on the embedded engine: no callee runs
-        replayed = await h.replay(result.run_id)
+        embedded = with_catalog(Harness(store=str(tmp_path / 'runs.db'), temporal=None))
+        try:  # the journal replays on the embedded engine: no callee runs
+            replayed = await embedded.replay(result.run_id)
+        finally:
+            await embedded.aclose()
         assert replayed.value == 285
 
 
@@ -385,10 +395,9 @@ def test_the_cli_runs_a_script_on_temporal_from_pyproject(temporal_address: str,
     ready, stop = threading.Event(), threading.Event()
 
     async def serve_both() -> None:  # the default queue's worker, and the one `square` is routed to
-        async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
-            h.task_queue = 'harness'
+        async with on_temporal(temporal_address, tmp_path / 'runs.db', task_queue='harness') as h:
             client = await connect(temporal_address)
-            async with worker(h, client, 'harness'), worker(h, client, queue):
+            async with worker(h, client, queue):
                 await h.run('await square(i=1)')  # its sandbox workers start now, not during the command
                 ready.set()
                 while not stop.is_set():

@@ -73,12 +73,20 @@ def printed_section(printed: str) -> str:
 class WorkflowHost(Protocol):
     """What the tool needs of a `Harness`: its catalog, its budgets, and a way to run a script."""
 
-    max_agent_calls: int
-    max_tool_calls: int | None
-    max_retries: int
-    max_repeats: int | None
+    @property
+    def max_agent_calls(self) -> int: ...
 
-    limits: SandboxLimits
+    @property
+    def max_tool_calls(self) -> int | None: ...
+
+    @property
+    def max_retries(self) -> int: ...
+
+    @property
+    def max_repeats(self) -> int | None: ...
+
+    @property
+    def limits(self) -> SandboxLimits: ...
 
     @property
     def callees(self) -> Mapping[str, Callee]: ...

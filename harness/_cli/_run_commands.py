@@ -58,10 +58,8 @@ def exec_(
 ) -> None:
     """Run a workflow script directly, no model involved."""
     code = read_script(script)
-    h, _ = where.harness(opens_store=True)
+    h, _ = where.harness(opens_store=True, on_event=None if as_json else LiveCalls(console))
     inputs = parse_inputs(input)
-    if not as_json:
-        h.on_event = LiveCalls(console)
     try:
         result = h.run_sync(code, inputs=inputs or None)
     except WorkflowError as exc:

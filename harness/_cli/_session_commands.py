@@ -161,8 +161,8 @@ def worker(
     held is retried on another. Every worker needs the same catalog (--agents) and the same run store.
     """
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or find_project_config().temporal or TEMPORAL_DEFAULT
-    h, choice = where.harness(model, opens_store=True, temporal=address)
-    h.task_queue = task_queue  # the orchestrator's scripts start on this worker's queue
+    # on `task_queue`: the orchestrator's scripts start on this worker's queue
+    h, choice = where.harness(model, opens_store=True, temporal=address, task_queue=task_queue)
     from .._temporal._host import serve
 
     def ready() -> None:

@@ -26,7 +26,7 @@ from ._loading import ConfigError, find_project_config, load_object, merge_into,
 
 if TYPE_CHECKING:
     from .._engine import Harness
-    from .._records import WorkflowResult
+    from .._records import EventHandler, WorkflowResult
 
 
 def show_version(value: bool) -> None:
@@ -94,14 +94,15 @@ class Where:
 
     def harness(
         self, model: str | None = None, *, opens_store: bool = False, temporal: str | None = None,
-        calls_models: bool = True,
+        calls_models: bool = True, on_event: EventHandler | None = None, task_queue: str = 'harness',
     ) -> tuple[Harness, ModelChoice]:
         """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad
         one is reported before anything runs. A command that `calls_models` not needs no model server."""
         from pydantic_ai.exceptions import UserError
 
         try:
-            h, choice = build(self, model, temporal, calls_models=calls_models)
+            h, choice = build(self, model, temporal, calls_models=calls_models, on_event=on_event,
+                              task_queue=task_queue)
         except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
             raise fail(str(exc)) from None
         if opens_store:
@@ -112,10 +113,10 @@ class Where:
                 raise fail(str(exc)) from None
         return h, choice
 
-    def stored_run_harness(self, *, calls_models: bool = True) -> Harness:
+    def stored_run_harness(self, *, calls_models: bool = True, on_event: EventHandler | None = None) -> Harness:
         """The Harness for a command on a stored run: its store must exist (reading a run never makes one)."""
         require_store(self.store)
-        h, _ = self.harness(opens_store=True, calls_models=calls_models)
+        h, _ = self.harness(opens_store=True, calls_models=calls_models, on_event=on_event)
         return h
 
 
@@ -147,12 +148,14 @@ def catalog_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def build(
-    where: Where, model: str | None = None, temporal: str | None = None, *, calls_models: bool = True
+    where: Where, model: str | None = None, temporal: str | None = None, *, calls_models: bool = True,
+    on_event: EventHandler | None = None, task_queue: str = 'harness',
 ) -> tuple[Harness, ModelChoice]:
     """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
 
     It runs scripts on Temporal when `--temporal`, else `HARNESS_TEMPORAL`, else `[tool.harness] temporal`
-    names a server."""
+    names a server (on `task_queue`). `on_event` sees every call (the live calls of a command that shows them):
+    settings are given here, as a Harness is never changed once made."""
     from subagents import register_builtins
     from tools.workspace import register_workspace_tools
 
@@ -161,7 +164,8 @@ def build(
     config = find_project_config()
     choice = choose_model(model, config_model=config.model, ask_server=calls_models)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
-    h = Harness(store=resolve_store(where.store, config), temporal=address, task_queues=config.task_queues)
+    h = Harness(store=resolve_store(where.store, config), temporal=address, task_queue=task_queue,
+                task_queues=config.task_queues, on_event=on_event)
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)

@@ -225,7 +225,6 @@ def cancel(
 
 def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str, *, run_id: str = '',
                from_seq: int | None = None) -> None:
-    h.on_event = LiveCalls(console)
     try:
         result = action()
     except WorkflowError as exc:
@@ -256,7 +255,7 @@ def replay(
     where: Where,
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
-    h = where.stored_run_harness(calls_models=False)
+    h = where.stored_run_harness(calls_models=False, on_event=LiveCalls(console))
     finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
                'replayed', run_id=run_id, from_seq=from_seq)
 
@@ -286,7 +285,7 @@ def resume(
             raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
-    h = where.stored_run_harness()
+    h = where.stored_run_harness(on_event=LiveCalls(console))
     finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
                                          accept_changes=accept_changes), 'resumed')
 
@@ -307,7 +306,7 @@ def fork(
         value = json.loads(result)
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
-    h = where.stored_run_harness()
+    h = where.stored_run_harness(on_event=LiveCalls(console))
     finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
                'forked')
 

@@ -46,8 +46,11 @@ from ._evaluators import HARNESS_EVALUATORS
 class EvalHost(Protocol):
     """What an eval needs of a `Harness`: its store, its catalog and budget, and its orchestrator."""
 
-    tracing: bool
-    max_agent_calls: int
+    @property
+    def tracing(self) -> bool: ...
+
+    @property
+    def max_agent_calls(self) -> int: ...
 
     @property
     def store(self) -> RunStore | None: ...

@@ -46,10 +46,17 @@ from ._flow import ADVANCE, CALL, Advanced, CallTask, Decided, ScriptStart, Scri
 class TemporalHost(Protocol):
     """What the Temporal side needs of a `Harness` (a protocol, so this module never imports the engine)."""
 
-    temporal: str | None
-    task_queue: str
-    task_queues: dict[str, str]
-    sub_agent_usage_limits: UsageLimits | None
+    @property
+    def temporal(self) -> str | None: ...
+
+    @property
+    def task_queue(self) -> str: ...
+
+    @property
+    def task_queues(self) -> dict[str, str]: ...
+
+    @property
+    def sub_agent_usage_limits(self) -> UsageLimits | None: ...
 
     @property
     def store(self) -> RunStore | None: ...
