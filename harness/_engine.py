@@ -41,10 +41,10 @@ from ._records import (
 )
 from ._run import execute
 from ._sandbox._grants import HostGrants
-from ._sandbox._pool import SandboxPool, default_workers
+from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
 from ._sandbox._runner import ScriptRun, type_check, type_error
 from ._sandbox._values import NotPlainData, jsonable, plain
-from ._settings import DEFAULT_SUB_AGENT_USAGE_LIMITS, FROM_ENVIRONMENT, Settings, _FromEnvironment
+from ._settings import DEFAULT_SUB_AGENT_USAGE_LIMITS, FROM_ENVIRONMENT, Settings, _FromEnvironment, temporal_address
 from ._store import RunStore
 from ._store._approvals import Approvals
 from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
@@ -129,30 +129,15 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
     ) -> None:
-        self.settings = Settings.of(
-            store=store,
-            max_agent_calls=max_agent_calls,
-            max_tool_calls=max_tool_calls,
-            max_concurrency=max_concurrency,
-            call_caps=call_caps,
-            call_concurrency=call_concurrency,
-            max_repeats=max_repeats,
-            strict=strict,
-            limits=limits,
-            max_workers=max_workers,
-            type_check=type_check,
-            sub_agent_usage_limits=sub_agent_usage_limits,
-            inherit_model=inherit_model,
-            max_retries=max_retries,
-            reuse_results=reuse_results,
-            tracing=tracing,
-            trace_values=trace_values,
-            grant_clock=grant_clock,
-            grant_randomness=grant_randomness,
-            on_event=on_event,
-            temporal=temporal,
-            task_queue=task_queue,
-            task_queues=task_queues,
+        self.settings = Settings(
+            store_path=store, max_agent_calls=max_agent_calls, max_tool_calls=max_tool_calls,
+            max_concurrency=max_concurrency, call_caps=dict(call_caps or {}),
+            call_concurrency=dict(call_concurrency or {}), max_repeats=max_repeats, strict=strict,
+            limits=SandboxLimits.from_mapping(limits), max_workers=max_workers, type_check=type_check,
+            sub_agent_usage_limits=sub_agent_usage_limits, inherit_model=inherit_model, max_retries=max_retries,
+            reuse_results=reuse_results, tracing=tracing, trace_values=trace_values, grant_clock=grant_clock,
+            grant_randomness=grant_randomness, on_event=on_event, temporal=temporal_address(temporal),
+            task_queue=task_queue, task_queues=dict(task_queues or {}),
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)

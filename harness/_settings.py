@@ -1,7 +1,8 @@
 """`Settings`: a Harness's keyword arguments, validated once into a frozen object.
 
-`Settings.of` is the one place they are checked and normalised (errors are `UserError`s naming the fix); a
-`Harness` keeps the result as `settings` and never changes it, so what a run reads of its Harness is what the
+`Harness.__init__` makes the one `Settings` from its arguments (normalised: the mappings copied, the limits parsed,
+the Temporal address resolved); `Settings` checks them (errors are `UserError`s naming the fix). A `Harness` keeps
+it as `settings` and never changes it, so what a run reads of its Harness is what the
 Harness was made with. `FROM_ENVIRONMENT` is the default of `temporal`: `HARNESS_TEMPORAL` is read only when
 `temporal` was not given, so `temporal=None` is the embedded engine whatever the environment says.
 """
@@ -13,7 +14,7 @@ import enum
 import importlib.util
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
@@ -36,8 +37,8 @@ FROM_ENVIRONMENT = _FromEnvironment.TOKEN
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What a Harness was made with, validated (`Harness`'s docstring says what each one means). Made by
-    `Settings.of`; the mappings are the Harness's own copies."""
+    """What a Harness was made with, validated (`Harness`'s docstring says what each one means); the mappings are
+    the Harness's own copies."""
 
     store_path: str | None
     max_agent_calls: int
@@ -63,68 +64,20 @@ class Settings:
     task_queue: str
     task_queues: dict[str, str]
 
-    @classmethod
-    def of(
-        cls,
-        *,
-        store: str | None = '.harness/runs.db',
-        max_agent_calls: int = 50,
-        max_tool_calls: int | None = 1_000,
-        max_concurrency: int | None = None,
-        call_caps: Mapping[str, int] | None = None,
-        call_concurrency: Mapping[str, int] | None = None,
-        max_repeats: int | None = 10,
-        strict: bool = False,
-        limits: Mapping[str, Any] | None = None,
-        max_workers: int | None = None,
-        type_check: bool = True,
-        sub_agent_usage_limits: UsageLimits | None = DEFAULT_SUB_AGENT_USAGE_LIMITS,
-        inherit_model: bool = False,
-        max_retries: int = 3,
-        reuse_results: bool = True,
-        tracing: bool = True,
-        trace_values: bool = True,
-        grant_clock: bool = False,
-        grant_randomness: bool = False,
-        on_event: EventHandler | None = None,
-        temporal: str | Literal[_FromEnvironment.TOKEN] | None = FROM_ENVIRONMENT,
-        task_queue: str = 'harness',
-        task_queues: Mapping[str, str] | None = None,
-    ) -> Settings:
-        """The settings of `Harness(...)`'s keyword arguments (the same names and defaults), or a `UserError`."""
-        _check_budgets(max_agent_calls, max_tool_calls, max_concurrency, call_caps or {}, call_concurrency or {},
-                       max_repeats)
-        sandbox = SandboxLimits.from_mapping(limits)  # unknown keys raise
-        if temporal is FROM_ENVIRONMENT:
-            temporal = os.environ.get('HARNESS_TEMPORAL')
-        temporal = temporal or None
-        if temporal and importlib.util.find_spec('temporalio') is None:
-            raise UserError(f"temporal={temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
-        return cls(
-            store_path=store,
-            max_agent_calls=max_agent_calls,
-            max_tool_calls=max_tool_calls,
-            max_concurrency=max_concurrency,
-            call_caps=dict(call_caps or {}),
-            call_concurrency=dict(call_concurrency or {}),
-            max_repeats=max_repeats,
-            strict=strict,
-            limits=sandbox,
-            max_workers=max_workers,
-            type_check=type_check,
-            sub_agent_usage_limits=sub_agent_usage_limits,
-            inherit_model=inherit_model,
-            max_retries=max_retries,
-            reuse_results=reuse_results,
-            tracing=tracing,
-            trace_values=trace_values,
-            grant_clock=grant_clock,
-            grant_randomness=grant_randomness,
-            on_event=on_event,
-            temporal=temporal,
-            task_queue=task_queue,
-            task_queues=dict(task_queues or {}),
-        )
+    def __post_init__(self) -> None:
+        """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""
+        _check_budgets(self.max_agent_calls, self.max_tool_calls, self.max_concurrency, self.call_caps,
+                       self.call_concurrency, self.max_repeats)
+        if self.temporal and importlib.util.find_spec('temporalio') is None:
+            raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
+
+
+def temporal_address(temporal: str | Literal[_FromEnvironment.TOKEN] | None) -> str | None:
+    """`Harness(temporal=...)` as an address, or None for the embedded engine: `HARNESS_TEMPORAL` only when not
+    given."""
+    if temporal is FROM_ENVIRONMENT:
+        temporal = os.environ.get('HARNESS_TEMPORAL')
+    return temporal or None
 
 
 def _check_budgets(

@@ -549,8 +549,8 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     """The settings are validated once into a frozen `Settings`; each reads as an attribute of the Harness
     and none can be set: other settings are another Harness."""
     h = make_harness(max_agent_calls=7, call_caps={'fetch': 2}, strict=True, task_queue='q')
-    assert h.settings == Settings.of(store=':memory:', max_agent_calls=7, call_caps={'fetch': 2}, strict=True,
-                                     task_queue='q')
+    twin = make_harness(max_agent_calls=7, call_caps={'fetch': 2}, strict=True, task_queue='q')
+    assert h.settings == twin.settings and h.settings.call_caps is not twin.settings.call_caps  # its own copies
     assert (h.max_agent_calls, h.call_caps, h.strict, h.task_queue, h.store_path) == (7, {'fetch': 2}, True, 'q',
                                                                                      ':memory:')
     for field in dataclasses.fields(Settings):
@@ -560,4 +560,4 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     with pytest.raises(dataclasses.FrozenInstanceError):
         h.settings.strict = False  # type: ignore[misc]
     with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be 0 or more"):
-        Settings.of(call_caps={'fetch': -1})
+        make_harness(call_caps={'fetch': -1})
