@@ -18,6 +18,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
+from harness import Harness
+
 
 def retried(parts: list[Any]) -> list[str]:
     """The retry messages the model got (pydantic-ai 2.62 sends them as retried tool returns; older ones as
@@ -93,6 +95,18 @@ def test_failed_script_lists_completed_results_for_the_retry(make_harness):
     assert '#3 step({"n":3}) -> 9' in retry
 
 
+def recording_step(h: Harness) -> list[int]:
+    """A sub-agent `step(n)` on `h` that records each `n` it ran with."""
+    ran: list[int] = []
+
+    @h.subagent
+    async def step(*, n: int) -> int:
+        ran.append(n)
+        return n
+
+    return ran
+
+
 def test_budget_is_shared_across_scripts_of_one_run_and_ends_with_a_result_not_a_retry(make_harness):
     h = make_harness(max_agent_calls=3)
     count = 0
@@ -115,12 +129,7 @@ def test_budget_is_shared_across_scripts_of_one_run_and_ends_with_a_result_not_a
 
 def test_one_budget_is_shared_by_the_gathers_of_every_script_of_a_run(make_harness):
     h = make_harness(max_agent_calls=3)
-    ran: list[int] = []
-
-    @h.subagent
-    async def step(*, n: int) -> int:
-        ran.append(n)
-        return n
+    ran = recording_step(h)
 
     seen: list[Any] = []
     gather = 'import asyncio\nawait asyncio.gather({})'
@@ -135,12 +144,7 @@ def test_one_budget_is_shared_by_the_gathers_of_every_script_of_a_run(make_harne
 
 def test_two_run_workflow_calls_in_one_response_share_the_budget_exactly(make_harness):
     h = make_harness(max_agent_calls=4)
-    ran: list[int] = []
-
-    @h.subagent
-    async def step(*, n: int) -> int:
-        ran.append(n)
-        return n
+    ran = recording_step(h)
 
     scripts = [f'import asyncio\nawait asyncio.gather(*[step(n={k} + i) for i in range(3)])' for k in (0, 10)]
 
@@ -155,12 +159,7 @@ def test_two_run_workflow_calls_in_one_response_share_the_budget_exactly(make_ha
 
 def test_a_new_orchestrator_run_starts_with_a_fresh_budget(make_harness):
     h = make_harness(max_agent_calls=3)
-    ran: list[int] = []
-
-    @h.subagent
-    async def step(*, n: int) -> int:
-        ran.append(n)
-        return n
+    ran = recording_step(h)
 
     gather = 'import asyncio\nawait asyncio.gather(*[step(n=i) for i in range(5)])'
     agent = h.orchestrator(scripted(gather))
