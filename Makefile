@@ -23,7 +23,7 @@ eval: $(STAMP)
 
 # The default tier: everything but tests marked `slow` (pyproject.toml deselects them).
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest --durations=15
 
 # The slow tier only (every crash moment, staggered kills); exit status 5 means it holds no test.
 test-slow: $(STAMP)
