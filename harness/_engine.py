@@ -7,6 +7,7 @@ sandbox loop (runner, loop) -> dispatch -> journal -> result (run); see ARCHITEC
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -44,7 +45,14 @@ from ._sandbox._grants import HostGrants
 from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
 from ._sandbox._runner import ScriptRun, type_check, type_error
 from ._sandbox._values import NotPlainData, jsonable, plain
-from ._settings import DEFAULT_SUB_AGENT_USAGE_LIMITS, FROM_ENVIRONMENT, Settings, _FromEnvironment, temporal_address
+from ._settings import (
+    DEFAULT_SUB_AGENT_USAGE_LIMITS,
+    FROM_ENVIRONMENT,
+    Settings,
+    _FromEnvironment,
+    frozen,
+    temporal_address,
+)
 from ._store import RunStore
 from ._store._approvals import Approvals
 from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
@@ -129,15 +137,15 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
     ) -> None:
-        self.settings = Settings(
+        self._settings = Settings(
             store_path=store, max_agent_calls=max_agent_calls, max_tool_calls=max_tool_calls,
-            max_concurrency=max_concurrency, call_caps=dict(call_caps or {}),
-            call_concurrency=dict(call_concurrency or {}), max_repeats=max_repeats, strict=strict,
-            limits=SandboxLimits.from_mapping(limits), max_workers=max_workers, type_check=type_check,
-            sub_agent_usage_limits=sub_agent_usage_limits, inherit_model=inherit_model, max_retries=max_retries,
-            reuse_results=reuse_results, tracing=tracing, trace_values=trace_values, grant_clock=grant_clock,
-            grant_randomness=grant_randomness, on_event=on_event, temporal=temporal_address(temporal),
-            task_queue=task_queue, task_queues=dict(task_queues or {}),
+            max_concurrency=max_concurrency, call_caps=frozen(call_caps), call_concurrency=frozen(call_concurrency),
+            max_repeats=max_repeats, strict=strict, limits=SandboxLimits.from_mapping(limits),
+            max_workers=max_workers, type_check=type_check,
+            sub_agent_usage_limits=copy.copy(sub_agent_usage_limits), inherit_model=inherit_model,
+            max_retries=max_retries, reuse_results=reuse_results, tracing=tracing, trace_values=trace_values,
+            grant_clock=grant_clock, grant_randomness=grant_randomness, on_event=on_event,
+            temporal=temporal_address(temporal), task_queue=task_queue, task_queues=frozen(task_queues),
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -147,6 +155,11 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         self._checker = Checker(self._pool)
         self._runner: asyncio.Runner | None = None
         self._runner_lock = threading.Lock()
+
+    @property
+    def settings(self) -> Settings:
+        """What this Harness was made with (frozen)."""
+        return self._settings
 
     @property
     def store(self) -> RunStore | None:
@@ -531,7 +544,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
 # `h.max_agent_calls` and every other setting read as before, from `h.settings`; a property without a setter, so
 # `h.strict = True` raises AttributeError: a Harness is what it was made with (make another for other settings).
 for _field in dataclasses.fields(Settings):
-    setattr(Harness, _field.name, property(attrgetter(f'settings.{_field.name}'), doc=f'`settings.{_field.name}`.'))
+    setattr(Harness, _field.name, property(attrgetter(f'_settings.{_field.name}'), doc=f'`settings.{_field.name}`.'))
 del _field
 
 __all__ = ['Harness']

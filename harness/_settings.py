@@ -14,7 +14,8 @@ import enum
 import importlib.util
 import os
 from collections.abc import Mapping
-from typing import Literal
+from types import MappingProxyType
+from typing import Literal, TypeVar
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
@@ -23,6 +24,15 @@ from ._records import EventHandler
 from ._sandbox._pool import SandboxLimits
 
 DEFAULT_SUB_AGENT_USAGE_LIMITS = UsageLimits(request_limit=50)
+"""The default of `Harness(sub_agent_usage_limits=...)`; each Harness keeps a copy (`UsageLimits` is mutable)."""
+
+
+V = TypeVar('V')
+
+
+def frozen(mapping: Mapping[str, V] | None) -> Mapping[str, V]:
+    """A read-only copy of a mapping setting (`call_caps`, `call_concurrency`, `task_queues`)."""
+    return MappingProxyType(dict(mapping or {}))
 
 
 class _FromEnvironment(enum.Enum):
@@ -38,14 +48,14 @@ FROM_ENVIRONMENT = _FromEnvironment.TOKEN
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """What a Harness was made with, validated (`Harness`'s docstring says what each one means); the mappings are
-    the Harness's own copies."""
+    read-only copies of what was given (`frozen`), so nothing of a Harness's settings changes after it is made."""
 
     store_path: str | None
     max_agent_calls: int
     max_tool_calls: int | None
     max_concurrency: int | None
-    call_caps: dict[str, int]
-    call_concurrency: dict[str, int]
+    call_caps: Mapping[str, int]
+    call_concurrency: Mapping[str, int]
     max_repeats: int | None
     strict: bool
     limits: SandboxLimits
@@ -62,7 +72,7 @@ class Settings:
     on_event: EventHandler | None
     temporal: str | None
     task_queue: str
-    task_queues: dict[str, str]
+    task_queues: Mapping[str, str]
 
     def __post_init__(self) -> None:
         """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""

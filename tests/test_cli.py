@@ -1212,3 +1212,44 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
     ok(cli(['rm', '--force', run['run_id']], cwd=tmp_path, env=env))
     with sqlite3.connect(tmp_path / 'runs.db') as conn:
         assert conn.execute('SELECT count(*) FROM spans').fetchone() == (0,)
+
+
+def test_a_turn_the_store_could_not_take_keeps_its_conversation(tmp_path: Path) -> None:
+    """The chat's conversation is made before its first turn is stored: a turn the store refused (a full disk, a
+    lock) is said in one line, and the next turn still belongs to the same conversation."""
+    import io
+
+    from rich.console import Console
+
+    from harness import Harness, StoreError
+    from harness._cli._chat import Session
+    from harness._cli._live import LiveCalls
+    from harness._cli._turn import TurnOutcome
+
+    h = Harness(store=str(tmp_path / 'runs.db'))
+    out = io.StringIO()
+    console = Console(file=out, width=120)
+    session = Session(h, console, lambda model: None, None, 'test', LiveCalls(console))
+    store = h.store
+    assert store is not None
+    real_add_turn = store.add_turn
+    failures = iter([StoreError('the disk is full')])
+
+    def add_turn(turn: Any) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real_add_turn(turn)
+
+    store.add_turn = add_turn  # type: ignore[method-assign]
+    try:
+        for n, prompt in enumerate(['first', 'second'], start=1):
+            session.turns = n
+            session.record(prompt, TurnOutcome(output=f'answer {n}'), 'completed')
+        assert 'the turn was not stored' in out.getvalue()
+        assert session.conversation is not None
+        turns = store.turns(session.conversation.conversation_id)
+        assert [t.prompt for t in turns] == ['second']  # the second turn went to the first turn's conversation
+        assert [c['conversation_id'] for c in store.list_conversations()] == [session.conversation.conversation_id]
+    finally:
+        h.close()

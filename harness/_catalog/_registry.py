@@ -26,6 +26,7 @@ class Registry:
     inherit_model: bool
 
     def __init__(self) -> None:
+        super().__init__()  # the other parts of the Harness, in its method resolution order
         self._callees: dict[str, Callee] = {}
         self._stubs: str | None = None
         self._manifest: dict[str, Any] | None = None

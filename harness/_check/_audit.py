@@ -86,9 +86,9 @@ def audit(h: Harness) -> Audit:
     bounds = {
         'max_agent_calls': h.max_agent_calls,
         'max_tool_calls': h.max_tool_calls,
-        'call_caps': h.call_caps,
+        'call_caps': dict(h.call_caps),
         'max_concurrency': h.max_concurrency,
-        'call_concurrency': h.call_concurrency,
+        'call_concurrency': dict(h.call_concurrency),
         'max_repeats (identical calls per script)': h.max_repeats,
         'refused calls per script before it is stopped': MAX_REFUSALS,
         'sandbox': {'max_duration_secs': h.limits.max_duration_secs, 'max_memory': h.limits.max_memory,

@@ -22,7 +22,7 @@ from .._records import RunRow, new_run_id
 from .._store import Conversation, RunStore, StoreError, Turn
 from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
 from .._ui._text import call_text, cut
-from .._ui._turns import record_turn
+from .._ui._turns import new_conversation, record_turn
 from ._live import LiveCalls
 from ._turn import TurnOutcome, TurnView, run_turn
 from ._views import footer_lines
@@ -97,15 +97,15 @@ class Session:
             return
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-        conversation_id = self.conversation.conversation_id if self.conversation is not None else new_run_id()
+        if self.conversation is None:
+            self.conversation = new_conversation(new_run_id(), prompt, self.model_label)
         first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
-        turn = Turn(conversation_id, self.turns, first_run, prompt, outcome.output, status, error=error,
-                    usage=None if outcome.usage.empty else outcome.usage.as_json(), trace_id=outcome.trace_id,
-                    agent_run_ids=outcome.agent_run_ids)
+        turn = Turn(self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
+                    error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(),
+                    trace_id=outcome.trace_id, agent_run_ids=outcome.agent_run_ids)
         messages = ModelMessagesTypeAdapter.dump_json(self.history).decode() if status == 'completed' else None
         try:
-            self.conversation = record_turn(self.store, self.conversation, turn, model_label=self.model_label,
-                                            messages_json=messages)
+            record_turn(self.store, self.conversation, turn, model_label=self.model_label, messages_json=messages)
             for agent_run_id, spans in outcome.spans.items():  # the orchestrator's own, beside its runs' spans
                 if spans:
                     self.store.add_orchestrator_spans(agent_run_id, spans)

@@ -1,6 +1,6 @@
 """The harness's evaluators for pydantic-evals: what an orchestrator run did and what it cost.
 
-They read what `Harness.evaluate` records for each case (`_evals.case_metrics`): the metrics shown in the
+They read what `Harness.evaluate` records for each case (`CaseStats.metrics` in `_evals._run`): the metrics shown in the
 report (`calls`, `live_calls`, `reused_calls`, `refused`, `retries`, `requests`, `input_tokens`,
 `output_tokens`, `cost`) and the attributes beside them (`agent_calls`, `tool_calls`, `budget_used`,
 `wall_time`, the case's run ids). Each is an assertion with a reason, so a limit that is kept still

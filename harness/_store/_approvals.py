@@ -18,7 +18,7 @@ class Approvals:
     @property
     def store(self) -> RunStore | None:
         """The run store: declared here, defined by the Harness this is part of."""
-        return None
+        raise TypeError('Approvals is a part of a Harness, which defines its store')
 
     def pending(self, run_id: str | None = None) -> list[Pending]:
         """The calls that wait for a person's approval (of one run, or of every waiting run)."""

@@ -1,7 +1,7 @@
 """The studio (`harness ui`): a local web app over the run store and the orchestrator, served on 127.0.0.1.
 
-One Starlette app: the page (`harness/studio/`: plain HTML, CSS and JavaScript written here, no CDN and no
-build step), the JSON API it uses (shapes in `_studio_views`, the chat stream in `_studio_chat`), and the
+One Starlette app: the page (`static/`: plain HTML, CSS and JavaScript written here, no CDN and no
+build step), the JSON API it uses (shapes in `_studio._views`, the chat stream in `_studio._chat`), and the
 actions (approve, reject, resume, replay, fork), which call the same `Harness` methods as the CLI and answer
 with the run they made. It is for the person at this machine: it listens on loopback only, accepts only
 `Host: 127.0.0.1` or `localhost` (a web page elsewhere cannot reach it by DNS rebinding) and only JSON

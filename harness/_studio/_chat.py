@@ -33,7 +33,7 @@ from .._store import Conversation, RunStore, StoreError, Turn
 from .._tracing._setup import RECORDER
 from .._ui._runs import runs_of_turn
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
-from .._ui._turns import record_turn
+from .._ui._turns import new_conversation, record_turn
 from ._views import pending_of, run_summary
 
 TOOL = 'run_workflow'
@@ -212,10 +212,11 @@ class Chat:
                       error=turn.error, usage=None if turn.usage.empty else turn.usage.as_json(),
                       agent_run_ids=turn.agent_run_ids)
         messages = ModelMessagesTypeAdapter.dump_json(turn.messages).decode() if turn.messages is not None else None
+        if turn.conversation is None:
+            turn.conversation = new_conversation(turn.conversation_id, turn.prompt, self.model_label)
         error = None
         try:
-            turn.conversation = record_turn(self.store, turn.conversation, stored, model_label=self.model_label,
-                                            messages_json=messages)
+            record_turn(self.store, turn.conversation, stored, model_label=self.model_label, messages_json=messages)
         except StoreError as exc:  # the answer is on the page; losing its record is worth a line, not the turn
             error = f'the turn was not stored: {exc}'
         return DataChunk(type='data-turn', data={**self.turn_data(turn), 'store_error': error})

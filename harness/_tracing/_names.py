@@ -1,9 +1,9 @@
 """The names of the harness's spans and of their `harness.*` attributes: the one place they are spelled.
 
-The writers (`_run`, `_sandbox._runner`, `_dispatch`, `_agent._usage`) and the readers (the recorder in
-`_tracing._setup`, `_tracing._tree`, `_ui._runs` and through them the terminal and the studio) all use these, so
-every span the engine emits is one the views recognise (`tests/test_layout.py` holds that no other module spells a
-`harness.<word>` literal or names a span with one).
+The writers (`_run`, `_sandbox._runner`, `_dispatch._dispatcher`, `_dispatch._sources`, `_agent._usage`) and
+the readers (the recorder in `_tracing._setup`, `_tracing._tree`, `_ui._runs` and through them the terminal and
+the studio) all use these, so every span the engine emits is one the views recognise (`tests/test_layout.py`
+holds that no other module spells a `harness.<word>` literal or names a span with one).
 
 Invariant: the values never change. They are a contract with whatever receives the spans (an OTLP backend, a
 Logfire query) and with the spans already stored with earlier runs, which `harness trace` reads back. A new
