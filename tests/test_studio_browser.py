@@ -257,61 +257,65 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
         thread.join(30)
 
 
-@pytest.mark.parametrize('reload', [False, True], ids=['live', 'reloaded'])
-def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, reload: bool) -> None:
-    """The page's side of a turn that needs a person: Approve in the chat (also once the waiting conversation was
-    read again), and the same turn streams on; nothing still says it waits."""
-    from test_studio import approval_model, catalog
-
-    from harness import Harness
-
-    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
-    try:
-        with studio_in_thread(h, approval_model(), 'approvals') as url:
-            page.goto(f'{url}/chat')
-            page.fill('#prompt', 'tell ops the deploy is done')
-            page.press('#prompt', 'Enter')
-            pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
-            pending.wait_for()
-            assert '"to": "ops@example.com"' in pending.inner_text()
-            assert page.locator('#prompt').is_disabled()  # decide first
-            assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
-            if reload:
-                page.reload()
-                pending.wait_for()
-            pending.locator('button.approve').click()
-            turn = page.locator('.turn[data-status=completed]')
-            turn.wait_for()
-            assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
-            assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
-            assert not page.locator('#prompt').is_disabled()
-            assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
-            assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
-            page.locator('#pending-badge.hidden').wait_for(state='attached')
-    finally:
-        h.close()
-
-
-def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:
-    """The error of a turn whose model failed is shown once: live, and when the conversation is read again."""
+@contextlib.contextmanager
+def chat_over_catalog(tmp_path: Path, model: Any, label: str) -> Iterator[str]:
+    """The studio, in this process, over the test studio's catalog and a store of its own; its URL."""
     from test_studio import catalog
 
     from harness import Harness
 
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
     try:
-        with studio_in_thread(h, broken_model(), 'broken') as url:
-            page.goto(f'{url}/chat')
-            page.fill('#prompt', 'hello')
-            page.press('#prompt', 'Enter')
-            turn = page.locator('.turn[data-status=failed]')
-            turn.wait_for()
-            assert turn.inner_text().count('the provider is down') == 1
-            page.reload()
-            page.locator('.turn .turn-footer').wait_for()
-            assert page.locator('.turn').inner_text().count('the provider is down') == 1
+        with studio_in_thread(h, model, label) as url:
+            yield url
     finally:
         h.close()
+
+
+def send_prompt(page: Any, url: str, prompt: str) -> None:
+    """Open the chat and send one prompt, as a person types it."""
+    page.goto(f'{url}/chat')
+    page.fill('#prompt', prompt)
+    page.press('#prompt', 'Enter')
+
+
+@pytest.mark.parametrize('reload', [False, True], ids=['live', 'reloaded'])
+def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, reload: bool) -> None:
+    """The page's side of a turn that needs a person: Approve in the chat (also once the waiting conversation was
+    read again), and the same turn streams on; nothing still says it waits."""
+    from test_studio import approval_model
+
+    with chat_over_catalog(tmp_path, approval_model(), 'approvals') as url:
+        send_prompt(page, url, 'tell ops the deploy is done')
+        pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
+        pending.wait_for()
+        assert '"to": "ops@example.com"' in pending.inner_text()
+        assert page.locator('#prompt').is_disabled()  # decide first
+        assert page.locator('.turn li.live-call').count() == 0  # the email has not gone
+        if reload:
+            page.reload()
+            pending.wait_for()
+        pending.locator('button.approve').click()
+        turn = page.locator('.turn[data-status=completed]')
+        turn.wait_for()
+        assert turn.locator('li.live-call[data-kind=finished]').inner_text().endswith("'sent to ops@example.com'")
+        assert turn.locator('.answer strong').inner_text() == 'sent to ops@example.com'  # Markdown, not asterisks
+        assert not page.locator('#prompt').is_disabled()
+        assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
+        assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
+        page.locator('#pending-badge.hidden').wait_for(state='attached')
+
+
+def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:
+    """The error of a turn whose model failed is shown once: live, and when the conversation is read again."""
+    with chat_over_catalog(tmp_path, broken_model(), 'broken') as url:
+        send_prompt(page, url, 'hello')
+        turn = page.locator('.turn[data-status=failed]')
+        turn.wait_for()
+        assert turn.inner_text().count('the provider is down') == 1
+        page.reload()
+        page.locator('.turn .turn-footer').wait_for()
+        assert page.locator('.turn').inner_text().count('the provider is down') == 1
 
 
 def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path: Path) -> None:
