@@ -24,6 +24,7 @@ from ._catalog._registry import Registry
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
 from ._check._analysis import Analysis, analyze
+from ._check._audit import unguarded_reach
 from ._check._checker import MAX_CHECKERS, Checker, CheckReport
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
@@ -51,6 +52,7 @@ from ._settings import (
     Settings,
     _FromEnvironment,
     frozen,
+    names,
     temporal_address,
 )
 from ._store import RunStore
@@ -86,7 +88,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             it as stuck (default 10); `None`: no limit.
         strict: a script that *can* break a `requires=` rule, or that loops without a literal
             bound over a side-effecting callee, fails the check (nothing runs); otherwise these
-            are `CheckReport.warnings` and the rules are still enforced at every call.
+            are `CheckReport.warnings` and the rules are still enforced at every call. Strict also refuses
+            a script that can reach an unguarded irreversible callee (`side_effect=True` with no `requires=`
+            and no `approval=`), unless `allow_unguarded` names it.
+        allow_unguarded: names of unguarded irreversible callees that strict mode lets scripts call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
         max_workers: size of the sandbox worker pool (a paused workflow holds one worker).
@@ -121,6 +126,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         call_concurrency: Mapping[str, int] | None = None,
         max_repeats: int | None = 10,
         strict: bool = False,
+        allow_unguarded: Iterable[str] = (),
         limits: Mapping[str, Any] | None = None,
         max_workers: int | None = None,
         type_check: bool = True,
@@ -140,7 +146,8 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         self._settings = Settings(
             store_path=store, max_agent_calls=max_agent_calls, max_tool_calls=max_tool_calls,
             max_concurrency=max_concurrency, call_caps=frozen(call_caps), call_concurrency=frozen(call_concurrency),
-            max_repeats=max_repeats, strict=strict, limits=SandboxLimits.from_mapping(limits),
+            max_repeats=max_repeats, strict=strict, allow_unguarded=names(allow_unguarded, option='allow_unguarded'),
+            limits=SandboxLimits.from_mapping(limits),
             max_workers=max_workers, type_check=type_check,
             sub_agent_usage_limits=copy.copy(sub_agent_usage_limits), inherit_model=inherit_model,
             max_retries=max_retries, reuse_results=reuse_results, tracing=tracing, trace_values=trace_values,
@@ -185,9 +192,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
-        found = self.analyze(code).violations
-        if self.strict and found:
-            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in found))
+        analysis = self.analyze(code)
+        found = analysis.violations
+        if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
+            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
         return dataclasses.replace(report, warnings=found)
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
@@ -267,9 +275,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if not (self.strict and self.type_check):
             return []
         try:
-            return self.analyze(code, allow=access.allow, deny=access.deny).violations
+            analysis = self.analyze(code, allow=access.allow, deny=access.deny)
         except SyntaxError:
             return []  # the type check reports it, with ty's message
+        return [*analysis.violations, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
