@@ -9,6 +9,7 @@ Harness was made with. `FROM_ENVIRONMENT` is the default of `temporal`: `HARNESS
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib.util
@@ -38,9 +39,13 @@ def frozen(mapping: Mapping[str, V] | None) -> Mapping[str, V]:
 def names(given: Iterable[str], *, option: str) -> frozenset[str]:
     """A setting that names callees (`allow_unguarded`), as a frozen set; one string is refused, as it would be
     read as its letters."""
-    if isinstance(given, str):
-        raise UserError(f'{option} takes a list of callee names, e.g. {option}=[{given!r}].')
-    return frozenset(given)
+    if not isinstance(given, str):
+        with contextlib.suppress(TypeError):  # not iterable, or unhashable items
+            found = frozenset(given)
+            if all(isinstance(name, str) for name in found):
+                return found
+    example = given if isinstance(given, str) else 'drop_table'
+    raise UserError(f'{option} takes a list of callee names, e.g. {option}=[{example!r}].')
 
 
 class _FromEnvironment(enum.Enum):

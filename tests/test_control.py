@@ -716,6 +716,8 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     with pytest.raises(UserError, match=r"allow_unguarded takes a list of callee names, e.g. "
                                         r"allow_unguarded=\['drop_table'\]"):
         make_harness(allow_unguarded='drop_table')
+    with pytest.raises(UserError, match='allow_unguarded takes a list of callee names'):
+        make_harness(allow_unguarded=5)
 
 
 def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
