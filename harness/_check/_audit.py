@@ -27,11 +27,11 @@ ENFORCEMENT = [
     'requires= rules and allow/deny: at every call, when the paused script makes it, against the run\'s '
     'journal (Dispatcher.start), before the call is journaled as started, before any budget is spent and '
     'before it runs; the same on resume, replay and fork, whose answered calls are in the journal.',
+    'approval=True: at the same point: the call is journaled waiting and the run stops until a person decides; '
+    'it never runs before an approval, and a rejection reaches the script as PermissionError.',
     'Budgets (max_agent_calls, max_tool_calls, call_caps): at the same point, reserved synchronously in call '
     'order, so they are exact under any fan-out.',
     'Concurrency (max_concurrency, call_concurrency): when a call starts running.',
-    'approval=True: at the same point: the call is journaled waiting and the run stops until a person decides; '
-    'it never runs before an approval, and a rejection reaches the script as PermissionError.',
     'Stuck scripts (max_repeats, refused calls): at the same point; the script is stopped, not just refused.',
     'Before anything runs: `harness check` / Harness.check report every path that can break a rule '
     '(errors with strict=True, so nothing runs); strict=True also refuses a script that can reach an unguarded '
