@@ -24,13 +24,16 @@ from ._catalog._registry import Registry
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
 from ._check._analysis import Analysis, analyze
+from ._check._audit import unguarded_reach
 from ._check._checker import MAX_CHECKERS, Checker, CheckReport
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
-from ._dispatch._dispatcher import Dispatcher
+from ._dispatch._dispatcher import Dispatcher, validate_arguments
 from ._dispatch._history import History
+from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
 from ._records import (
+    CallRecord,
     Decision,
     EventHandler,
     Owner,
@@ -51,6 +54,7 @@ from ._settings import (
     Settings,
     _FromEnvironment,
     frozen,
+    names,
     temporal_address,
 )
 from ._store import RunStore
@@ -86,7 +90,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             it as stuck (default 10); `None`: no limit.
         strict: a script that *can* break a `requires=` rule, or that loops without a literal
             bound over a side-effecting callee, fails the check (nothing runs); otherwise these
-            are `CheckReport.warnings` and the rules are still enforced at every call.
+            are `CheckReport.warnings` and the rules are still enforced at every call. Strict also refuses
+            a script that can reach an unguarded irreversible callee (`side_effect=True` with no `requires=`
+            and no `approval=`), unless `allow_unguarded` names it.
+        allow_unguarded: names of unguarded irreversible callees that strict mode lets scripts call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
         max_workers: size of the sandbox worker pool (a paused workflow holds one worker).
@@ -121,6 +128,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         call_concurrency: Mapping[str, int] | None = None,
         max_repeats: int | None = 10,
         strict: bool = False,
+        allow_unguarded: Iterable[str] = (),
         limits: Mapping[str, Any] | None = None,
         max_workers: int | None = None,
         type_check: bool = True,
@@ -140,7 +148,8 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         self._settings = Settings(
             store_path=store, max_agent_calls=max_agent_calls, max_tool_calls=max_tool_calls,
             max_concurrency=max_concurrency, call_caps=frozen(call_caps), call_concurrency=frozen(call_concurrency),
-            max_repeats=max_repeats, strict=strict, limits=SandboxLimits.from_mapping(limits),
+            max_repeats=max_repeats, strict=strict, allow_unguarded=names(allow_unguarded, option='allow_unguarded'),
+            limits=SandboxLimits.from_mapping(limits),
             max_workers=max_workers, type_check=type_check,
             sub_agent_usage_limits=copy.copy(sub_agent_usage_limits), inherit_model=inherit_model,
             max_retries=max_retries, reuse_results=reuse_results, tracing=tracing, trace_values=trace_values,
@@ -185,9 +194,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
-        found = self.analyze(code).violations
-        if self.strict and found:
-            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in found))
+        analysis = self.analyze(code)
+        found = analysis.violations
+        if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
+            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
         return dataclasses.replace(report, warnings=found)
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
@@ -238,13 +248,15 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             from ._temporal._host import run_on_temporal
 
             return await run_on_temporal(self, code, inputs, scope, access)
-        return await self._start(new_run_id(), code, inputs, scope, access, on_event=on_event)
+        return await self.start_run(new_run_id(), code, inputs, scope, access, on_event=on_event)
 
-    async def _start(
+    async def start_run(
         self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access, *,
-        on_event: EventHandler | None = None, defer: bool = False,
+        on_event: EventHandler | None = None, starter: Starter | None = None, spent: Iterable[CallRecord] = (),
     ) -> WorkflowResult:
-        """A new run from the script's first line (`defer`: its calls are left to Temporal activities)."""
+        """A new run from the script's first line until it completes, fails, or waits (what `run` does once the
+        script and inputs are admitted): its calls started by `starter` (default: tasks here), with the calls
+        `spent` by the orchestrator run elsewhere (its other scripts, in other processes) counted in its budget."""
         journal = Journal(self.store, run_id, this_process())
         row = RunRow(
             run_id=run_id,
@@ -255,10 +267,9 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             access=access.to_json(),
             catalog=self.manifest(),
         )
-        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results, defer=defer)
-        if defer and scope.orchestrator_run_id and self.store is not None:  # the orchestrator run's budget is shared
-            dispatcher.spend([c for other in self.store.runs_of_orchestrator(scope.orchestrator_run_id)
-                              for c in self.store.calls(other)])
+        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results,
+                                      starter=starter)
+        dispatcher.spend(list(spent))
         job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
                         inputs=row.inputs, type_check=self.type_check, rule_errors=self._rule_errors(code, access))
         return await self._execute(job, journal, mode='run', begin=row)
@@ -267,9 +278,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if not (self.strict and self.type_check):
             return []
         try:
-            return self.analyze(code, allow=access.allow, deny=access.deny).violations
+            analysis = self.analyze(code, allow=access.allow, deny=access.deny)
         except SyntaxError:
             return []  # the type check reports it, with ty's message
+        return [*analysis.violations, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
@@ -336,10 +348,11 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             self._sync(signal_decision(self.temporal, run_id, Decided(
                 each, decision.approved, decision.reason, decision.decided_by)))
 
-    async def _advance(self, run_id: str) -> WorkflowResult:
-        """The Temporal engine's step: continue a run from its newest snapshot until it completes, fails, or
-        waits (for approvals, or for calls left to activities); calls whose activity has not journaled a
-        result are waited for, never run here."""
+    # -- steps of a run another engine drives (Temporal's activities call these and `start_run`) -----------
+
+    async def advance(self, run_id: str, *, starter: Starter) -> WorkflowResult:
+        """A run's next step: continue it from its newest snapshot until it completes, fails, or waits (for
+        approvals, or for calls left to `starter`'s workers, which are waited for, never run here)."""
         store = require_store(self.store)
         plan = plan_resume(store, run_id)
         if plan.done is not None:
@@ -351,11 +364,19 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             check_replay(plan, result)
             return result
         plan.history.deferred = True
-        return await self._execute_plan(plan, None, False, False, defer=True)
+        return await self._execute_plan(plan, None, False, False, starter=starter)
+
+    async def run_call(self, run_id: str, record: CallRecord, *, access: Access) -> None:
+        """Run one journaled call of a run another engine drives, its arguments validated again, its span and
+        outcome (in `record`) as the embedded engine makes them; the caller journals the outcome."""
+        callee = self._callees[record.callee]
+        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits)
+        dispatcher = self._dispatcher(run_id, scope, access, None, Journal(self.store, run_id))
+        await dispatcher.run_one(callee, validate_arguments(callee, record.arguments), record)
 
     async def _execute_plan(
-        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *, defer: bool = False,
-        owner: Owner | None = None,
+        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *,
+        starter: Starter | None = None, owner: Owner | None = None,
     ) -> WorkflowResult:
         """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
@@ -369,7 +390,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,
-                                      decisions=plan.decisions, defer=defer)
+                                      decisions=plan.decisions, starter=starter)
         dispatcher.spend(plan.spent)
         dispatcher.preload(plan.prefill, plan.prefill_source)
         job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
@@ -418,7 +439,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         history: History | None = None,
         reuse: bool = False,
         decisions: Mapping[int, Decision] | None = None,
-        defer: bool = False,
+        starter: Starter | None = None,
     ) -> Dispatcher:
         policy = Policy(access=access, max_repeats=self.max_repeats, max_concurrency=self.max_concurrency,
                         call_concurrency=self.call_concurrency)
@@ -433,7 +454,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             reuse=reuse,
             trace_values=self.trace_values,
             decisions=decisions,
-            defer=defer,
+            starter=starter,
         )
 
     async def _execute(

@@ -9,11 +9,12 @@ Harness was made with. `FROM_ENVIRONMENT` is the default of `temporal`: `HARNESS
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Literal, TypeVar
 
@@ -33,6 +34,18 @@ V = TypeVar('V')
 def frozen(mapping: Mapping[str, V] | None) -> Mapping[str, V]:
     """A read-only copy of a mapping setting (`call_caps`, `call_concurrency`, `task_queues`)."""
     return MappingProxyType(dict(mapping or {}))
+
+
+def names(given: Iterable[str], *, option: str) -> frozenset[str]:
+    """A setting that names callees (`allow_unguarded`), as a frozen set; one string is refused, as it would be
+    read as its letters."""
+    if not isinstance(given, str):
+        with contextlib.suppress(TypeError):  # not iterable, or unhashable items
+            found = frozenset(given)
+            if all(isinstance(name, str) for name in found):
+                return found
+    example = given if isinstance(given, str) else 'drop_table'
+    raise UserError(f'{option} takes a list of callee names, e.g. {option}=[{example!r}].')
 
 
 class _FromEnvironment(enum.Enum):
@@ -58,6 +71,7 @@ class Settings:
     call_concurrency: Mapping[str, int]
     max_repeats: int | None
     strict: bool
+    allow_unguarded: frozenset[str]
     limits: SandboxLimits
     max_workers: int | None
     type_check: bool

@@ -611,6 +611,115 @@ def test_cli_audit_text_and_json(cli_project: Path) -> None:
     assert len(data['enforcement']) >= 4 and data['on_crash']
 
 
+def ops_desk(h: Harness, refunds: list, dropped: list[str]) -> Harness:
+    """The refund desk, with an irreversible tool nothing guards and one a person approves."""
+    desk(h, refunds)
+
+    @h.tool(side_effect=True)
+    async def drop_table(*, name: str) -> str:
+        """Drop a table."""
+        dropped.append(name)
+        return f'dropped {name}'
+
+    @h.tool(side_effect=True, approval=True)
+    async def send_email(*, to: str) -> str:
+        return 'sent'
+
+    return h
+
+
+def test_the_audit_names_an_unguarded_irreversible_callee_plainly(make_harness: Any, refunds: list) -> None:
+    from harness._check._audit import audit
+
+    report = audit(ops_desk(make_harness(), refunds, []))
+    (finding,) = report.findings  # the guarded refund and the approved email are not findings
+    assert finding.startswith('drop_table: irreversible, no guard, no approval: a script can call it at step one.')
+    assert 'requires= or approval=True' in finding and 'allow_unguarded' in finding
+    assert [c.name for c in report.callees if c.unguarded] == ['drop_table']
+    text = report.text()
+    assert text.startswith('What can hurt:\n   - drop_table: irreversible, no guard, no approval')
+    email = next(c for c in report.callees if c.name == 'send_email')
+    assert 'a person approves each call before it runs' in email.guards[0]
+    refund = next(c for c in report.callees if c.name == 'issue_refund')
+    assert refund.guards[0].endswith('(checked at each call, before it runs)')
+    assert any('approval=True: at the same point' in where for where in report.enforcement)
+    assert report.as_json()['findings'] == [finding]
+    assert audit(desk(make_harness(), refunds)).text().startswith('What can hurt: nothing found')
+
+
+def test_the_audit_suspects_a_sub_agent_whose_own_tools_can_change_the_world(make_harness: Any) -> None:
+    """Read from the agents' toolsets, nothing run; an explicit side_effect= is taken at its word."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from harness._check._audit import audit
+
+    ran: list[str] = []
+
+    def delete_rows(table: str) -> str:
+        ran.append(table)
+        return 'deleted'
+
+    def truncate(table: str) -> str:
+        ran.append(table)
+        return 'truncated'
+
+    janitor = Agent(TestModel(), name='janitor', tools=[delete_rows], toolsets=[FunctionToolset([truncate])])
+
+    @janitor.tool_plain
+    def list_rows(table: str) -> str:
+        ran.append(table)
+        return ''
+
+    h = make_harness()
+    h.add_agent(janitor)
+    h.add_agent(Agent(TestModel(), name='reader', tools=[list_rows]), side_effect=False)  # said so: trusted
+    h.add_agent(Agent(TestModel(), name='poet'))  # no tools of its own
+    h.add_agent(Agent(TestModel(), name='cleaner', tools=[delete_rows]), side_effect=True, approval=True)
+    report = audit(h)
+    assert report.possibly_irreversible == ['janitor']
+    (finding,) = report.findings
+    assert finding.startswith('janitor: possibly irreversible: its own agent has tools (delete_rows, list_rows, '
+                              'truncate) that run when it runs, and it was registered without side_effect=')
+    assert 'Register it with side_effect=True' in finding
+    assert report.as_json()['possibly_irreversible'] == ['janitor']
+    assert 'Possibly irreversible (sub-agents with tools of their own, no side_effect= given): janitor' in report.text()
+    assert ran == []
+
+
+def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee(
+    make_harness: Any, refunds: list
+) -> None:
+    """At the check, so nothing runs; the message names both fixes; allowed by name, it runs."""
+    from pydantic_ai.exceptions import UserError
+
+    dropped: list[str] = []
+    strict = ops_desk(make_harness(strict=True), refunds, dropped)
+    script = 'e = await check_entitlement(ticket_id="T")\nawait drop_table(name="users")'
+    report = strict.check(script)
+    assert not report.ok
+    assert report.errors == (
+        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so a "
+        "script can call it at its first step. Give it requires= or approval=True where it is registered, or allow "
+        "it by name: Harness(strict=True, allow_unguarded=['drop_table'])."
+    )
+    with pytest.raises(WorkflowTypeError, match=r"strict mode.*\n.*allow_unguarded=\['drop_table'\]"):
+        strict.run_sync(script)
+    with pytest.raises(WorkflowTypeError, match='drop_table is irreversible'):
+        strict.run_sync('await drop_table(name="users")')
+    assert dropped == []
+    assert strict.check('await check_entitlement(ticket_id="T")').ok  # cannot reach it: nothing to refuse
+    allowed = ops_desk(make_harness(strict=True, allow_unguarded=['drop_table']), refunds, dropped)
+    assert allowed.allow_unguarded == frozenset({'drop_table'}) and allowed.check(script).ok
+    assert allowed.run_sync(script).value == 'dropped users' and dropped == ['users']
+    with pytest.raises(UserError, match=r"allow_unguarded takes a list of callee names, e.g. "
+                                        r"allow_unguarded=\['drop_table'\]"):
+        make_harness(allow_unguarded='drop_table')
+    with pytest.raises(UserError, match='allow_unguarded takes a list of callee names'):
+        make_harness(allow_unguarded=5)
+
+
 def test_cli_trace_mermaid_draws_the_path(cli_project: Path) -> None:
     from harness._cli._app import app
 

@@ -566,3 +566,42 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     assert h.sub_agent_usage_limits is not twin.sub_agent_usage_limits  # each Harness its own (UsageLimits is mutable)
     with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be 0 or more"):
         make_harness(call_caps={'fetch': -1})
+
+
+def test_where_a_call_runs_is_the_starter_handed_in(make_harness):
+    """The starter seam (issue 22): the engine hands the dispatcher a `Starter`; the default runs calls here, and
+    one that holds them (as Temporal's does, for its activities) stops the run waiting on them, nothing run."""
+    from harness._catalog._rules import Access
+    from harness._dispatch._starters import LocalTasks
+    from harness._records import new_run_id
+
+    h = make_harness()
+    ran: list[int] = []
+
+    @h.tool
+    async def ping(*, i: int) -> int:
+        ran.append(i)
+        return i
+
+    class Counting(LocalTasks):
+        def __init__(self) -> None:
+            self.started: list[int] = []
+
+        def start(self, dispatcher, item) -> None:
+            self.started.append(item.record.seq)
+            super().start(dispatcher, item)
+
+    class Holding:
+        def start(self, dispatcher, item) -> None:
+            dispatcher.held[item.record.seq] = item.future
+
+        async def drain(self, dispatcher) -> None:
+            return None
+
+    code = 'import asyncio\nawait asyncio.gather(ping(i=1), ping(i=2))'
+    counting = Counting()
+    done = asyncio.run(h.start_run(new_run_id(), code, None, h.new_scope(), Access(), starter=counting))
+    assert done.value == [1, 2] and counting.started == [1, 2] and ran == [1, 2]
+    waiting = asyncio.run(h.start_run(new_run_id(), code, None, h.new_scope(), Access(), starter=Holding()))
+    assert waiting.status == 'waiting' and [p.seq for p in waiting.waiting] == [1, 2]
+    assert [c.status for c in h.store.calls(waiting.run_id)] == ['running', 'running'] and ran == [1, 2]

@@ -129,3 +129,62 @@ def test_spans_are_named_through_the_names_module() -> None:
                     and isinstance(node.args[0], ast.Constant | ast.JoinedStr)):
                 found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno}')
     assert not found, 'name the span with harness/_tracing/_names.py: ' + ', '.join(found)
+
+
+TEMPORAL = ROOT / '_temporal'
+OWN = {'self', 'cls'}
+"""A class's own private attributes are its business; any other object's are not the Temporal side's."""
+
+
+def private(name: str) -> bool:
+    return name.startswith('_') and not name.startswith('__')
+
+
+def reads_private(node: ast.AST) -> bool:
+    """`h._x` or `self.harness._x` (not `self._x`), or `getattr(h, '_x')` (and its set/has twins)."""
+    if isinstance(node, ast.Attribute):
+        return private(node.attr) and not (isinstance(node.value, ast.Name) and node.value.id in OWN)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) > 1
+            and node.func.id in ('getattr', 'setattr', 'hasattr') and isinstance(node.args[1], ast.Constant)
+            and private(str(node.args[1].value)))
+
+
+def private_reaches(path: Path) -> list[str]:
+    """Where a module touches something private of another object (`reads_private`), has a protocol naming a
+    private method it would call, or imports a private name from the engine facade."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        where = f'{path.name}:{getattr(node, "lineno", 0)}'
+        if reads_private(node):
+            found.append(f'{where} {ast.unparse(node)}')
+        elif isinstance(node, ast.ClassDef) and any('Protocol' in ast.unparse(base) for base in node.bases):
+            found.extend(f'{where} {node.name}.{item.name}' for item in node.body
+                         if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and private(item.name))
+        elif isinstance(node, ast.ImportFrom) and (node.module or '').endswith('_engine'):
+            found.extend(f'{where} {alias.name}' for alias in node.names if private(alias.name))
+    return found
+
+
+def test_the_temporal_engine_reaches_the_engine_through_public_methods_only() -> None:
+    """`harness/_temporal/` drives runs through the `Harness`'s public methods (`start_run`, `advance`,
+    `run_call`, ...) and the seam it plugs into (`Starter`), never its private attributes (issue 22)."""
+    found = [hit for path in sorted(TEMPORAL.glob('*.py')) for hit in private_reaches(path)]
+    assert not found, 'use (or add) a public method of the engine:\n' + '\n'.join(found)
+
+
+def test_the_private_attribute_check_sees_what_it_must(tmp_path: Path) -> None:
+    bad = tmp_path / 'bad.py'
+    bad.write_text('class Host(Protocol):\n    def _step(self): ...\n\n'
+                   'async def f(h, s):\n    await h._advance(1)\n    s.harness._dispatcher()\n    getattr(h, "_x")\n'
+                   '    self._own = 1\n    h.__class__\n')
+    hits = sorted(hit.split(' ', 1)[1] for hit in private_reaches(bad))
+    assert hits == ['Host._step', "getattr(h, '_x')", 'h._advance', 's.harness._dispatcher']
+
+
+def test_the_dispatcher_has_no_mode_flag_for_temporal() -> None:
+    """Where a call runs is the `Starter` handed in (`_dispatch/_starters.py`), not a `defer` flag the dispatcher
+    branches on (issue 22)."""
+    tree = ast.parse((ROOT / '_dispatch' / '_dispatcher.py').read_text())
+    names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    names |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+    assert not {name for name in names if 'defer' in name}

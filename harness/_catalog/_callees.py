@@ -113,6 +113,11 @@ class Callee:
     version: str | None = None
     """Given at registration to mark a change of behaviour the signature does not show; stored with
     every run, so a resume under another version is refused unless accepted."""
+    side_effect_given: bool = False
+    """`side_effect=` was given at registration: the audit takes it as the truth about a sub-agent, instead
+    of suspecting the tools of its own agent."""
+    agent: AbstractAgent[Any, Any] | None = field(default=None, compare=False, repr=False)
+    """The pydantic-ai agent a sub-agent runs (`add_agent`), read by the audit, never run by it."""
     signature: FunctionSignature = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +136,12 @@ class Callee:
         text = self.signature.render('...', is_async=True)
         m = re.search(r'\) -> (.+?):\n', text)
         return m[1] if m else 'Any'
+
+    @property
+    def unguarded(self) -> bool:
+        """Irreversible with nothing in front of it: no `requires=` rule and no approval, so a script can call
+        it at its first step (the audit names it; `strict=True` refuses scripts that can reach it)."""
+        return self.side_effect and not self.requires and not self.approval
 
     def wrong_return(self, exc: WrongReturn) -> str:
         """The message a script (and the journal) gets for a return value of the wrong type."""
@@ -315,6 +326,7 @@ def callee_from_agent(
         params=arguments,
         returns=returns,
         invoke=invoke,
+        agent=agent,
     )
 
 

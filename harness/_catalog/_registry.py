@@ -5,8 +5,9 @@ catalog it holds through `callees`, `stubs()` and `manifest()`."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 from pydantic_ai.agent.abstract import AbstractAgent
@@ -17,6 +18,16 @@ from ._rules import Requires, normalize
 from ._stubs import check_type_names, render_stubs
 
 F = TypeVar('F', bound=Callable[..., Any])
+
+
+class _NotGiven(enum.Enum):
+    """The default of `add_agent(side_effect=...)`: False for the engine, but the audit tells it from an explicit
+    `side_effect=False` (a sub-agent whose own tools may change the world is reported unless it was given)."""
+
+    TOKEN = 'not given'
+
+
+NOT_GIVEN = _NotGiven.TOKEN
 
 
 class Registry:
@@ -39,7 +50,7 @@ class Registry:
         description: str | None = None,
         params: type[BaseModel] | None = None,
         inherit_model: bool | None = None,
-        side_effect: bool = False,
+        side_effect: bool | Literal[_NotGiven.TOKEN] = NOT_GIVEN,
         expose_errors: bool = False,
         requires: Requires = None,
         version: str | None = None,
@@ -49,7 +60,8 @@ class Registry:
 
         With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
         agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors`, `requires`
-        `version` and `approval` are as for `tool`.
+        `version` and `approval` are as for `tool`; without `side_effect=`, `harness audit` reports the
+        sub-agent as possibly side-effecting when its agent has tools of its own.
         """
         callee = callee_from_agent(
             agent,
@@ -142,12 +154,13 @@ class Registry:
 
 
 def with_options(
-    callee: Callee, *, side_effect: bool = False, expose_errors: bool = False, requires: Requires = None,
-    version: str | None = None, approval: bool = False,
+    callee: Callee, *, side_effect: bool | Literal[_NotGiven.TOKEN] = NOT_GIVEN, expose_errors: bool = False,
+    requires: Requires = None, version: str | None = None, approval: bool = False,
 ) -> Callee:
-    """A registered callee with the options given at registration."""
+    """A registered callee with the options given at registration (`side_effect` not given: False)."""
     rules = normalize(requires)
+    given = side_effect is not NOT_GIVEN
     return dataclasses.replace(
-        callee, side_effect=side_effect, expose_errors=expose_errors, requires=rules, version=version,
-        approval=approval,
+        callee, side_effect=False if side_effect is NOT_GIVEN else side_effect, side_effect_given=given,
+        expose_errors=expose_errors, requires=rules, version=version, approval=approval,
     )

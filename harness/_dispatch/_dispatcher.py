@@ -6,7 +6,8 @@ reservation all happen in call order with no `await` in between. That makes budg
 sequence numbers deterministic, which the journal and replay rely on. Live calls are staged, then
 `launch` journals them (write-ahead) and starts them; `settle` journals results before the loop hands
 them to the sandbox. Deciding how a call is answered without running is the sources' job; charging,
-journaling and running it is this module's.
+journaling and running it is this module's; where a journaled call runs (a task here, or a Temporal
+activity) is the `Starter` handed in (`_starters`).
 
 A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
 sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
@@ -63,6 +64,7 @@ from ._context import CallContext, RunScope
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
 from ._sources import Hold, answer_sources, ask, reuse_key
+from ._starters import LocalTasks, Starter
 
 MAX_WITHHELD = 1_000
 """Budget refusals one fan-out may make; past that the script is stopped once the calls within the budget
@@ -97,7 +99,7 @@ class Dispatcher:
         reuse: bool = False,
         trace_values: bool = True,
         decisions: Mapping[int, Decision] | None = None,
-        defer: bool = False,
+        starter: Starter | None = None,
     ) -> None:
         self.run_id = run_id
         self.callees = callees
@@ -135,10 +137,10 @@ class Dispatcher:
         self.futures: dict[int, asyncio.Future[Outcome]] = {}
         """The sandbox's future of each live call, by seq (a join may answer it before it ends)."""
         self.held: dict[int, asyncio.Future[Outcome]] = {}
-        """Calls waiting for approval, or (`defer`) for an activity to run them, by seq: never answered in this
-        process; the run stops for them."""
-        self.defer = defer
-        """The Temporal engine: live calls are journaled `running` and left to activities, not started here."""
+        """Calls waiting for approval, or (status `running`) for another worker to run them, by seq: never
+        answered in this process; the run stops for them."""
+        self.starter = starter or LocalTasks()
+        """Where journaled calls run (`_starters`): tasks here by default; Temporal's leaves them to activities."""
         self.charged: set[int] = set()
         """Seqs whose budget a restored run already counted (`preload`): not counted again."""
         self.withheld: dict[asyncio.Future[Outcome], Outcome] = {}
@@ -199,7 +201,7 @@ class Dispatcher:
             self.answered.append(record)
             self.finish_answered(record)
             future.set_result(answer)
-        elif self.defer and self.history is not None and self.history.in_flight(record.seq):
+        elif self.history is not None and self.history.in_flight(record.seq):
             self.held[record.seq] = future  # journaled and handed to an activity already: wait for its result
             self.futures[record.seq] = future  # (a join may still answer it: a deadline, a race lost)
         else:
@@ -240,7 +242,7 @@ class Dispatcher:
         return True
 
     def live(self) -> bool:
-        """Whether an admitted call may still finish: staged, running here, or (`defer`) in an activity's hands."""
+        """Whether an admitted call may still finish: staged, running here, or held `running` by another worker."""
         if self.staged or self.unfinished:
             return True
         return any(self.calls[seq - 1].status == 'running' and not f.done() for seq, f in self.held.items())
@@ -383,14 +385,7 @@ class Dispatcher:
         self.remember(answered_now)
         for item in staged:
             self.emit('started', item.record)
-            if self.defer:  # an activity runs it; the run stops at this pause until its result is journaled
-                self.held[item.record.seq] = item.future
-                continue
-            task = asyncio.ensure_future(self.execute(item.callee, item.arguments, item.record))
-            task.add_done_callback(lambda t, f=item.future: transfer(t, f))
-            task.add_done_callback(self.ended)  # after `transfer`: a refusal never overtakes the result
-            self.unfinished += 1
-            self.running[item.record.seq] = (task, item.callee)
+            self.starter.start(self, item)
         return len(staged) + len(answered_now)
 
     async def flush(self) -> None:
@@ -417,15 +412,10 @@ class Dispatcher:
 
     async def drain(self) -> None:
         """The script is stopped with calls admitted within the budget (a fan-out far past it): they still run to
-        their end and are journaled, as they would have had the script waited for them. (On Temporal their
-        activities are not waited for: `wind_down` cancels them.)"""
+        their end and are journaled, as they would have had the script waited for them, where the starter runs
+        them (on Temporal their activities are not waited for: `wind_down` cancels them)."""
         self.withheld = {}
-        if self.defer:
-            return
-        await self.launch()
-        running = list(self.running)
-        await asyncio.gather(*(task for task, _ in self.running.values()), return_exceptions=True)
-        await self.settle(running)
+        await self.starter.drain(self)
 
     async def wind_down(self, *, pausing: bool = False) -> None:
         """The script ended (or failed) with calls it did not wait for: none may outlive it, and how
@@ -451,7 +441,7 @@ class Dispatcher:
             elif record.status == 'cancelled':
                 self.emit('failed', record)
         ended = [self.calls[seq - 1] for seq, _ in running]
-        if self.defer and not pausing:  # handed to activities the script no longer waits for: not wanted
+        if not pausing:  # held `running` by another worker, which the script no longer waits for: not wanted
             for seq in self.held:
                 record = self.calls[seq - 1]
                 if record.status == 'running':
@@ -559,17 +549,6 @@ class Dispatcher:
         if self.on_event is None:
             return
         self.on_event(CallEvent(kind, self.run_id, record))
-
-
-def transfer(task: asyncio.Task[Outcome], future: asyncio.Future[Outcome]) -> None:
-    if future.done():
-        return
-    if task.cancelled():
-        future.cancel()
-    elif (exc := task.exception()) is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(task.result())
 
 
 def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:

@@ -166,7 +166,7 @@ class ScriptLoop:
 
     def waiting_for_people(self, pending: set[int]) -> list[Pending]:
         """The calls the run stops for, when every call the sandbox waits on is held (for a person's
-        approval, or with `defer` for an activity): nothing in this process can answer them.
+        approval, or by the Temporal starter for an activity): nothing in this process can answer them.
 
         A withheld budget refusal waits behind the calls admitted before it; when those are held
         elsewhere too, the run stops for them (they need not be among the calls awaited here)."""

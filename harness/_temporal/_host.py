@@ -1,9 +1,10 @@
 """The Temporal engine's host side: the activities a worker runs, the worker, and `run_on_temporal`.
 
-`advance` is the local engine's resume with its calls deferred (`Harness._advance`): every rule,
-budget, approval and join is decided there exactly as on the embedded engine, and a live call is
-journaled `running` and left to a `call` activity instead of started. `call` runs one journaled call
-once: a call whose row already holds a result is never run again, whichever worker retries it. The
+`advance` is the local engine's start or resume with `Activities` as its starter (`Harness.start_run`,
+`Harness.advance`): every rule, budget, approval and join is decided there exactly as on the embedded
+engine, and a live call is journaled `running` and left to a `call` activity instead of started. `call`
+runs one journaled call once (`Harness.run_call`): a call whose row already holds a result is never run
+again, whichever worker retries it. The Temporal side reaches the engine through public methods only. The
 run store is shared by the client and the workers (it carries the snapshots and the journal), so
 `runs`, `show`, `trace` and `replay` read Temporal runs as they read local ones.
 """
@@ -14,14 +15,13 @@ import asyncio
 import contextlib
 import signal
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
-from pydantic_ai.usage import UsageLimits
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
@@ -33,9 +33,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._dispatch._context import RunScope
-from .._dispatch._dispatcher import Dispatcher, validate_arguments
+from .._dispatch._dispatcher import Dispatcher, Staged
+from .._dispatch._starters import Starter
 from .._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
-from .._records import CallRecord, EventHandler, WorkflowResult, new_run_id
+from .._records import CallRecord, WorkflowResult, new_run_id
 from .._store import RunStore, StoreError
 from .._store._journal import Journal
 from .._tracing._setup import RECORDER, attach_traceparent
@@ -56,9 +57,6 @@ class TemporalHost(Protocol):
     def task_queues(self) -> Mapping[str, str]: ...
 
     @property
-    def sub_agent_usage_limits(self) -> UsageLimits | None: ...
-
-    @property
     def store(self) -> RunStore | None: ...
 
     @property
@@ -66,16 +64,27 @@ class TemporalHost(Protocol):
 
     def new_scope(self, **kwargs: Any) -> RunScope: ...
 
-    async def _start(self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access,
-                     *, defer: bool = False) -> WorkflowResult: ...
+    async def start_run(self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access,
+                        *, starter: Starter | None = None, spent: Iterable[CallRecord] = ()) -> WorkflowResult: ...
 
-    async def _advance(self, run_id: str) -> WorkflowResult: ...
+    async def advance(self, run_id: str, *, starter: Starter) -> WorkflowResult: ...
 
-    def _dispatcher(self, run_id: str, scope: RunScope, access: Access, on_event: EventHandler | None,
-                    journal: Journal) -> Dispatcher: ...
+    async def run_call(self, run_id: str, record: CallRecord, *, access: Access) -> None: ...
+
+
+class Activities:
+    """The starter of a step on Temporal (`_dispatch._starters.Starter`): a journaled call is left to a `call`
+    activity and held, so the run stops at this pause until a later advance finds its result in the journal;
+    a stopped script's calls are not waited for (`Dispatcher.wind_down` cancels those still running)."""
+
+    def start(self, dispatcher: Dispatcher, item: Staged) -> None:
+        dispatcher.held[item.record.seq] = item.future
+
+    async def drain(self, dispatcher: Dispatcher) -> None:
+        return None
+
 
 HEARTBEAT_EVERY = 1.0
-
 
 
 @contextlib.asynccontextmanager
@@ -111,10 +120,11 @@ class Steps:
             try:
                 if store.get_run(start.run_id) is None:
                     scope = h.new_scope(prompt=start.prompt, orchestrator_run_id=start.orchestrator_run_id)
-                    result = await h._start(start.run_id, start.code, start.inputs, scope,
-                                            Access.from_json(start.access), defer=True)
+                    result = await h.start_run(start.run_id, start.code, start.inputs, scope,
+                                               Access.from_json(start.access), starter=Activities(),
+                                               spent=spent_elsewhere(store, start.orchestrator_run_id))
                 else:
-                    result = await h._advance(start.run_id)
+                    result = await h.advance(start.run_id, starter=Activities())
             except (SandboxCrashed, RunBusy):
                 raise  # the worker's trouble, not the script's: Temporal retries the step
             except StoreError as exc:
@@ -153,13 +163,11 @@ class Steps:
             raise ApplicationError(f'this worker has no callee {record.callee!r}: every worker needs the same catalog '
                                    '(--agents)', type='CatalogMismatch', non_retryable=True)
         journal = Journal(store, task.run_id)
-        dispatcher = h._dispatcher(task.run_id, RunScope(sub_agent_usage_limits=h.sub_agent_usage_limits),
-                                   Access.from_json(run.access), None, journal)
         try:
             async with heartbeating():
                 try:
                     with attach_traceparent(run.trace_context):
-                        await dispatcher.run_one(callee, validate_arguments(callee, record.arguments), record)
+                        await h.run_call(task.run_id, record, access=Access.from_json(run.access))
                 finally:
                     spans = RECORDER.drain(task.run_id)
                     if spans:
@@ -169,6 +177,14 @@ class Steps:
         except StoreError as exc:
             raise unusable_store(exc) from None
         return record.status
+
+
+def spent_elsewhere(store: RunStore, orchestrator_run_id: str | None) -> list[CallRecord]:
+    """The calls an orchestrator run's other scripts made: its budget is shared, and they ran in other processes,
+    so a script's first step counts them from the store."""
+    if not orchestrator_run_id:
+        return []
+    return [c for other in store.runs_of_orchestrator(orchestrator_run_id) for c in store.calls(other)]
 
 
 def shared_store(harness: TemporalHost) -> RunStore:
