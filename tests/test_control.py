@@ -29,25 +29,45 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from harness import After, CallEvent, Harness, PolicyViolation, RegistrationError, WorkflowError, WorkflowTypeError
+from harness import (
+    After,
+    CallEvent,
+    CatalogChanged,
+    Harness,
+    PolicyViolation,
+    RegistrationError,
+    WorkflowError,
+    WorkflowTypeError,
+)
 from harness._agent._toolset import WorkflowToolset
+from harness._catalog._rules import Requires
 from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'control_worker.py'
 REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])
+ONCE_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'], once=True)
 
 
-def desk(h: Harness, refunds: list[tuple[str, int]]) -> Harness:
+def desk(h: Harness, refunds: list[tuple[str, int]], rule: Requires = REFUND_RULE, *, gated: bool = False) -> Harness:
+    """The refund desk; `gated`: also a `pause_here` tool that waits for approval (the cheapest real pause)."""
+
     @h.tool
     async def check_entitlement(*, ticket_id: str) -> dict[str, bool]:
         """Whether the ticket may be refunded."""
         return {'eligible': not ticket_id.endswith('NO')}
 
-    @h.tool(side_effect=True, requires=REFUND_RULE)
+    @h.tool(side_effect=True, requires=rule)
     async def issue_refund(*, ticket_id: str, cents: int) -> str:
         """Refund the customer."""
+        if cents <= 0:
+            raise ValueError('nothing to refund')
         refunds.append((ticket_id, cents))
         return f'refunded {ticket_id}'
+
+    @h.tool(approval=gated)
+    async def pause_here(*, i: int) -> int:
+        """A step a person approves (with `gated`)."""
+        return i
 
     return h
 
@@ -259,6 +279,190 @@ def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path
     assert [(c.callee, c.status) for c in calls] == [
         ('check_entitlement', 'ok'), ('wait_here', 'ok'), ('issue_refund', 'refused'), ('issue_refund', 'ok'),
     ]
+
+
+# -- consumed guards: one check, one refund ---------------------------------------------------------
+
+
+def until_done(h: Harness, result: Any) -> tuple[Any, int]:
+    """Approve every waiting call and resume until the run ends: (the last result or the error, resumes)."""
+    resumes = 0
+    while result.status == 'waiting':
+        for pending in result.waiting:
+            h.approve(result.run_id, pending.seq)
+        resumes += 1
+        try:
+            result = h.resume_sync(result.run_id)
+        except WorkflowError as exc:
+            return exc, resumes
+    return result, resumes
+
+
+def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, refunds: list) -> None:
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = (
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'rs = await settle_all(*[issue_refund(ticket_id="T-1", cents=400) for _ in range(7)])\n'
+        '[r["ok"] for r in rs]'
+    )
+    result = h.run_sync(script)
+    assert result.value == [True] + [False] * 6
+    assert refunds == [('T-1', 400)]  # 400 cents, not 2,800
+    refused = [c for c in result.calls if c.status == 'refused']
+    assert len(refused) == 6 and 'each authorises one call' in (refused[0].error or '')
+    two = h.run_sync('a = await check_entitlement(ticket_id="T-2")\nb = await check_entitlement(ticket_id="T-2")\n'
+                     'rs = await settle_all(*[issue_refund(ticket_id="T-2", cents=1) for _ in range(3)])\n'
+                     '[r["ok"] for r in rs]')
+    assert two.value == [True, True, False]  # two checks, two refunds
+
+
+def test_a_refund_that_failed_spent_its_check(make_harness: Any, refunds: list) -> None:
+    """The failed call's effect may have happened (a timeout after the payment went out): it is not re-authorised."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = (
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'out = []\n'
+        'for cents in (0, 5):\n'
+        '    try:\n'
+        '        out.append(await issue_refund(ticket_id="T-1", cents=cents))\n'
+        '    except RuntimeError:\n'
+        '        out.append("failed")\n'
+        '    except PermissionError:\n'
+        '        out.append("refused")\n'
+        'out'
+    )
+    assert h.run_sync(script).value == ['failed', 'refused']
+    assert refunds == []
+
+
+ONCE_SCRIPT = (
+    'a = await check_entitlement(ticket_id="T-1")\n'
+    'b = await check_entitlement(ticket_id="T-1")\n'
+    'first = await issue_refund(ticket_id="T-1", cents=1)\n'
+    'await pause_here(i=1)\n'
+    'out = [first]\n'
+    'for i in range(3):\n'
+    '    try:\n'
+    '        out.append(await issue_refund(ticket_id="T-1", cents=2 + i))\n'
+    '    except PermissionError:\n'
+    '        out.append("refused")\n'
+    'out'
+)
+
+
+def test_consumed_checks_are_the_same_across_resume_replay_and_fork(make_harness: Any, refunds: list) -> None:
+    expected = ['refunded T-1', 'refunded T-1', 'refused', 'refused']
+    plain = desk(make_harness(), [], ONCE_RULE)
+    assert plain.run_sync(ONCE_SCRIPT).value == expected  # uninterrupted
+    h = desk(make_harness(), refunds, ONCE_RULE, gated=True)
+    result, resumes = until_done(h, h.run_sync(ONCE_SCRIPT))
+    assert resumes == 1 and result.value == expected  # resumed from the snapshot at the pause
+    assert refunds == [('T-1', 1), ('T-1', 2)]
+    assert h.replay_sync(result.run_id).value == expected
+    forked, _ = until_done(h, h.fork_sync(result.run_id, at=2, result={'eligible': False}))  # the 2nd check: no
+    assert forked.value == ['refunded T-1', 'refused', 'refused', 'refused']
+    assert refunds == [('T-1', 1), ('T-1', 2), ('T-1', 1)]  # the fork's first refund ran live; nothing else did
+
+
+def test_a_supplied_answer_does_not_authorise_a_side_effect(make_harness: Any, refunds: list) -> None:
+    """A fork's edited check result, or a resume's answer, is what a person said, not a check that ran."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = (
+        'e = await check_entitlement(ticket_id="T-NO")\n'
+        'out = []\n'
+        'for i in range(2):\n'
+        '    try:\n'
+        '        out.append(await issue_refund(ticket_id="T-NO", cents=5 + i))\n'
+        '    except PermissionError as exc:\n'
+        '        out.append(str(exc))\n'
+        'out'
+    )
+    first = h.run_sync(script)
+    forked = h.fork_sync(first.run_id, at=1, result={'eligible': True})
+    assert [c.source for c in forked.calls[:1]] == ['answered']
+    assert all('was supplied, not run' in text for text in forked.value)
+    again = h.fork_sync(forked.run_id, at=2, result='refunded')  # the answered check, forked on (and resumed)
+    assert again.calls[0].source == 'answered'  # still supplied: neither a fork nor a resume launders it
+    assert all('was supplied, not run' in text for text in again.value)  # the rule comes before any answer
+    assert refunds == []
+    trusting = desk(make_harness(), refunds, After('check_entitlement', when=lambda r: r['eligible'], once=True,
+                                                   trust_answers=True))
+    first = trusting.run_sync(script)
+    assert trusting.fork_sync(first.run_id, at=1, result={'eligible': True}).value[0] == 'refunded T-NO'
+    assert refunds == [('T-NO', 5)]
+
+
+def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) -> None:
+    store = str(tmp_path / 'runs.db')
+    script = ('e = await check_entitlement(ticket_id="T-NO")\nawait pause_here(i=1)\ntry:\n'
+              '    r = await issue_refund(ticket_id="T-NO", cents=5)\nexcept PermissionError:\n    r = "refused"\nr')
+    with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:
+        result = h.run_sync(script)
+        assert result.status == 'waiting'
+        h.approve(result.run_id, 2)
+    loosened = After('check_entitlement', same=('ticket_id',), when=lambda result: True)
+    with desk(Harness(store=store), refunds, loosened, gated=True) as h:
+        with pytest.raises(CatalogChanged, match='issue_refund: rules changed') as info:
+            h.resume_sync(result.run_id)
+        assert [str(c) for c in info.value.changes] == ['issue_refund: rules changed']
+        with pytest.raises(CatalogChanged):
+            h.resume_sync(result.run_id, recheck=True)  # the script still type-checks: that vouches for nothing here
+    assert refunds == []
+    with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:  # the same code again: admitted
+        assert h.resume_sync(result.run_id).value == 'refused'
+
+
+def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
+    from harness._catalog._rules import fingerprint
+
+    def limit(n: int) -> Any:
+        return lambda r: r['cents'] <= n
+
+    assert fingerprint(lambda r: r['ok']) == fingerprint(lambda r: r['ok'])
+    assert fingerprint(lambda r: r['ok']) != fingerprint(lambda r: not r['ok'])
+    assert fingerprint(limit(100)) == fingerprint(limit(100)) != fingerprint(limit(200))
+    assert fingerprint(lambda r: r['x'] == 'a') != fingerprint(lambda r: r['x'] == 'b')
+    assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
+
+
+# -- counters survive a resume ------------------------------------------------------------------------
+
+
+def test_identical_calls_stop_at_the_same_count_when_resumed_at_every_step(make_harness: Any, refunds: list) -> None:
+    script = 'for i in range(50):\n    e = await check_entitlement(ticket_id="T-1")\n    await pause_here(i=i)\n'
+    plain = desk(make_harness(), [])
+    with pytest.raises(WorkflowError, match='11 times') as uninterrupted:
+        plain.run_sync(script)
+    h = desk(make_harness(), refunds, gated=True)
+    stopped, resumes = until_done(h, h.run_sync(script))
+    assert isinstance(stopped, WorkflowError) and resumes == 10
+    assert stopped.message == uninterrupted.value.message
+
+
+def test_refusals_are_counted_across_resumes(make_harness: Any, refunds: list) -> None:
+    script = ('for i in range(300):\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=1)\n'
+              '    except PermissionError:\n        pass\n    if i % 10 == 9:\n        await pause_here(i=i)\n')
+    h = desk(make_harness(), refunds, gated=True)
+    stopped, resumes = until_done(h, h.run_sync(script))
+    assert isinstance(stopped, WorkflowError) and 'stopped after 100 refused calls' in stopped.message
+    assert resumes == 10
+
+
+def test_the_same_failure_with_drifting_arguments_stops_as_stuck(make_harness: Any, refunds: list) -> None:
+    script = ('i = 0\nwhile True:\n    i += 1\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=0)\n'
+              '    except RuntimeError:\n        pass\n')
+    lenient = desk(make_harness(), refunds, ())
+    with pytest.raises(WorkflowError, match='looks stuck') as info:
+        lenient.run_sync(script)
+    message = info.value.message
+    assert 'issue_refund failed 10 times in a row with the same error' in message
+    assert '(issue_refund failed with ValueError)' in message and 'whatever its arguments' in message
+    assert len(lenient.store.calls(info.value.run_id)) == 10  # type: ignore[union-attr]
+    gated = desk(make_harness(), refunds, (), gated=True)
+    paused = script.replace('        pass\n', '        pass\n    await pause_here(i=i)\n')
+    stopped, resumes = until_done(gated, gated.run_sync(paused))
+    assert isinstance(stopped, WorkflowError) and resumes == 10
+    assert 'issue_refund failed 10 times in a row with the same error' in stopped.message
 
 
 # -- shape bounds ----------------------------------------------------------------------------------
