@@ -364,6 +364,31 @@ def test_consumed_checks_are_the_same_across_resume_replay_and_fork(make_harness
     assert refunds == [('T-1', 1), ('T-1', 2), ('T-1', 1)]  # the fork's first refund ran live; nothing else did
 
 
+def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
+    """A call a person rejected never ran: what it consumed while it waited is free again, after the resume."""
+    h = make_harness()
+    paid: list[int] = []
+
+    @h.tool
+    async def check(*, k: str) -> bool:
+        return True
+
+    @h.tool(side_effect=True, approval=True, requires=After('check', same=('k',), once=True))
+    async def pay(*, k: str, n: int) -> int:
+        paid.append(n)
+        return n
+
+    script = ('await check(k="a")\nout = []\nfor n in (1, 2, 3):\n    try:\n        out.append(await pay(k="a", n=n))\n'
+              '    except PermissionError:\n        out.append("refused")\nout')
+    result = h.run_sync(script)
+    h.reject(result.run_id, 2, reason='not this one')
+    result = h.resume_sync(result.run_id)
+    assert result.status == 'waiting' and [p.seq for p in result.waiting] == [3]  # n=2 is authorised by the check
+    h.approve(result.run_id, 3)
+    assert h.resume_sync(result.run_id).value == ['refused', 2, 'refused']
+    assert paid == [2]
+
+
 def test_a_supplied_answer_does_not_authorise_a_side_effect(make_harness: Any, refunds: list) -> None:
     """A fork's edited check result, or a resume's answer, is what a person said, not a check that ran."""
     h = desk(make_harness(), refunds, ONCE_RULE)

@@ -62,12 +62,17 @@ class After:
     when: Callable[[Any], bool] | Callable[[Any, dict[str, Any]], bool] | None = None
     once: bool = False
     trust_answers: bool = False
+    reads_arguments: bool = field(default=False, init=False, repr=False, compare=False)
+    """`when` takes the call's arguments too (read once: `inspect.signature` costs more than the check)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.same, str):  # `same='ticket_id'` is an easy slip for a one-tuple
             object.__setattr__(self, 'same', (self.same,))
-        if self.when is not None and _arity(self.when) not in (1, 2):
-            raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
+        if self.when is not None:
+            arity = _arity(self.when)
+            if arity not in (1, 2):
+                raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
+            object.__setattr__(self, 'reads_arguments', arity == 2)
 
     def passes(self, result: Any, arguments: Mapping[str, Any]) -> bool:
         """Whether a predecessor's `result` satisfies `when` for a call with `arguments`."""
@@ -75,7 +80,7 @@ class After:
             return True
         when: Callable[..., bool] = self.when
         try:
-            return bool(when(result, dict(arguments)) if _arity(when) == 2 else when(result))
+            return bool(when(result, dict(arguments)) if self.reads_arguments else when(result))
         except Exception:
             return False
 
@@ -198,6 +203,9 @@ class Ledger:
         """Where each seq's record is in its callee's list (a restored call made again replaces it)."""
         self.spent: dict[tuple[str, int], set[int]] = {}
         """Per (callee, index of its `once` rule): the predecessor seqs its calls consumed."""
+        self.free: dict[tuple[str, int], int] = {}
+        """Per `once` rule: the index in its predecessor's list before which every call is consumed (a check
+        looks from there, so it costs what is left to consume, not the run)."""
         self.grants: dict[int, list[tuple[tuple[str, int], int]]] = {}
         """Per admitted call's seq: what it consumed, so a call made again after a restore keeps it."""
         self.claimed: tuple[int, str, list[tuple[tuple[str, int], int]]] | None = None
@@ -226,6 +234,7 @@ class Ledger:
     def release(self, seq: int) -> None:
         for key, predecessor in self.grants.pop(seq, ()):
             self.spent[key].discard(predecessor)
+            self.free[key] = min(self.free.get(key, 0), self.position[predecessor])
 
     def restore(self, record: CallRecord, rules: tuple[After, ...], side_effect: bool) -> None:
         """Before `add`ing a journaled call of the run being restored: what it consumed when it was admitted is
@@ -258,9 +267,16 @@ class Ledger:
     ) -> tuple[CallRecord | None, CallRecord | None]:
         """The earliest predecessor that satisfies `rule` and is not consumed; and, when there is none, a
         supplied one that would have (for the message)."""
+        calls = self.by_callee.get(rule.callee, [])
         spent = self.spent.get(key, ()) if rule.once else ()
+        start = self.free.get(key, 0)
+        while start < len(calls) and calls[start].seq in spent:
+            start += 1
+        if rule.once:
+            self.free[key] = start
         supplied = None
-        for earlier in self.by_callee.get(rule.callee, ()):
+        for at in range(start, len(calls)):
+            earlier = calls[at]
             if earlier.status != 'ok' or earlier.seq in spent:
                 continue
             if any(earlier.arguments.get(name) != arguments.get(name) for name in rule.same):
