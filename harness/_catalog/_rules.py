@@ -180,7 +180,8 @@ class Policy:
 
     access: Access = Access()
     max_repeats: int | None = 10
-    """The same call (callee and arguments) more often than this stops the script as stuck."""
+    """The same call (callee and arguments) more often than this stops the script as stuck, and so does a
+    call of a callee whose last this many results were the same failure (`_dispatch._counters`)."""
     max_concurrency: int | None = None
     """Calls in flight at once in the run."""
     call_concurrency: Mapping[str, int] = field(default_factory=dict)
