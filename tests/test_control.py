@@ -364,6 +364,52 @@ def test_consumed_checks_are_the_same_across_resume_replay_and_fork(make_harness
     assert refunds == [('T-1', 1), ('T-1', 2), ('T-1', 1)]  # the fork's first refund ran live; nothing else did
 
 
+def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> None:
+    """Interrupted while the refund ran (its outcome unknown), the run resumes with the refund re-run or answered:
+    either way that refund is the one the check paid for, and the next one is refused."""
+    h = make_harness()
+    entered: list[asyncio.Event] = []  # one per interrupted run (each has its own event loop)
+    hung: list[int] = []
+    paid: list[int] = []
+
+    @h.tool
+    async def check(*, k: str) -> bool:
+        return True
+
+    @h.tool(side_effect=True, requires=After('check', same=('k',), once=True))
+    async def pay(*, k: str, n: int) -> int:
+        if not hung:  # the first attempt hangs until the run is interrupted
+            hung.append(n)
+            entered[0].set()
+            await asyncio.Event().wait()
+        paid.append(n)
+        return n
+
+    script = ('await check(k="a")\nfirst = await pay(k="a", n=1)\ntry:\n    second = await pay(k="a", n=2)\n'
+              'except PermissionError:\n    second = "refused"\n[first, second]')
+
+    def interrupted() -> str:
+        async def go() -> None:
+            entered[:] = [asyncio.Event()]
+            task = asyncio.ensure_future(h.run(script))
+            await entered[0].wait()
+            await asyncio.sleep(0)  # let the pause that started the call journal it
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        hung.clear()
+        asyncio.run(go())
+        (run,) = [r for r in h.runs() if r.status == 'interrupted']
+        return run.run_id
+
+    run_id = interrupted()
+    assert h.resume_sync(run_id, retry_unknown=True).value == [1, 'refused']
+    run_id = interrupted()
+    assert h.resume_sync(run_id, answers={2: 7}).value == [7, 'refused']
+    assert paid == [1]
+
+
 def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
     """A call a person rejected never ran: what it consumed while it waited is free again, after the resume."""
     h = make_harness()
