@@ -300,6 +300,7 @@ def until_done(h: Harness, result: Any) -> tuple[Any, int]:
 
 def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, refunds: list) -> None:
     h = desk(make_harness(), refunds, ONCE_RULE)
+    assert 'whose result passes its condition (each authorises one call); otherwise' in h.stubs()  # the model reads it
     script = (
         'e = await check_entitlement(ticket_id="T-1")\n'
         'rs = await settle_all(*[issue_refund(ticket_id="T-1", cents=400) for _ in range(7)])\n'

@@ -290,10 +290,6 @@ class Ledger:
             return earlier, None
         return None, supplied
 
-    def satisfies(self, rule: After, arguments: Mapping[str, JsonValue], side_effect: bool = False) -> bool:
-        """Whether some predecessor satisfies `rule` now (consuming nothing)."""
-        return self.find(rule, arguments, side_effect, ('', -1))[0] is not None
-
 
 def unmet(callee: str, rule: After, supplied: CallRecord | None) -> str:
     """The refusal of a call whose rule no predecessor satisfies."""
