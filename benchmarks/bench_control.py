@@ -4,7 +4,8 @@
 
 1. Rule checking per call. The same script (N sequential awaits of an instant async host tool) on two
    catalogs that differ only in the rule: `requires=After('begin', same=('k',), when=...)` or none.
-   Tracing off, no store, type check on; rounds interleaved; the cost per call is the median of
+   Tracing off, no store, type check on (each text run once untimed, so its check is cached); rounds
+   interleaved; the cost per call is the median of
    (with rules - without) / N within a round, set against a whole host tool call (the run without
    rules / N). The rule check itself is also timed directly (`refusal` against a run's ledger), which
    the end-to-end difference is too noisy to resolve on a busy machine. Consumed guards
@@ -23,6 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -50,38 +52,35 @@ def catalog(*, rules: bool, once: bool = False):
 
 
 def per_call(quick: bool) -> tuple[list[float], list[float]]:
-    with_rules, without = catalog(rules=True), catalog(rules=False)
+    """(with rules − without) / N per round, and the run without rules / N (a whole host tool call)."""
+    script = 'x = await begin(k="a")\nfor i in range({n}):\n    await step(k="a", i=i)\n'
+    return rounds(catalog(rules=True), catalog(rules=False), script, quick)
+
+
+def consumed_per_call(quick: bool) -> list[float]:
+    """(once=True − no rule) / N on a script that checks before every step."""
+    script = 'for i in range({n}):\n    x = await begin(k="a")\n    await step(k="a", i=i)\n'
+    return rounds(catalog(rules=True, once=True), catalog(rules=False), script, quick)[0]
+
+
+def rounds(with_rules: Any, without: Any, script: str, quick: bool) -> tuple[list[float], list[float]]:
+    """Each round's text is run once on both catalogs before it is timed: the type check (tens of ms, cached by
+    text) would otherwise be most of what is measured, and its noise far more than a rule check."""
     diffs, base = [], []
-    rounds = 5 if quick else 11
-    for r in range(rounds):
-        script = f'# round {r}\nx = await begin(k="a")\nfor i in range({N}):\n    await step(k="a", i=i)\n'
+    for r in range(5 if quick else 11):
+        text = f'# round {r}\n' + script.format(n=N)
+        without.run_sync(text)
+        assert with_rules.run_sync(text).calls[-1].status == 'ok'
         t0 = time.perf_counter()
-        without.run_sync(script)
+        without.run_sync(text)
         t1 = time.perf_counter()
-        with_rules.run_sync(script)
+        with_rules.run_sync(text)
         t2 = time.perf_counter()
         base.append((t1 - t0) / N)
         diffs.append(((t2 - t1) - (t1 - t0)) / N)
     with_rules.close()
     without.close()
     return diffs, base
-
-
-def consumed_per_call(quick: bool) -> list[float]:
-    """(once=True − no rule) / N on a script that checks before every step."""
-    with_rules, without = catalog(rules=True, once=True), catalog(rules=False)
-    diffs = []
-    for r in range(5 if quick else 11):
-        script = f'# round {r}\nfor i in range({N}):\n    x = await begin(k="a")\n    await step(k="a", i=i)\n'
-        t0 = time.perf_counter()
-        without.run_sync(script)
-        t1 = time.perf_counter()
-        assert with_rules.run_sync(script).calls[-1].status == 'ok'
-        t2 = time.perf_counter()
-        diffs.append(((t2 - t1) - (t1 - t0)) / N)
-    with_rules.close()
-    without.close()
-    return diffs
 
 
 def direct_consumed(quick: bool) -> float:
@@ -93,12 +92,13 @@ def direct_consumed(quick: bool) -> float:
     rules = (After('begin', same=('k',), when=lambda r: r['ok'], once=True),)
     access = Access()
     n = 20_000 if quick else 100_000
+    pairs = [(CallRecord(2 * i + 1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}),
+              CallRecord(2 * i + 2, 'step', {'k': 'a', 'i': i}, 3)) for i in range(n)]
     t0 = time.perf_counter()
-    for i in range(n):
-        ledger.add(CallRecord(2 * i + 1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}))
-        arguments = {'k': 'a', 'i': i}
-        assert refusal('step', arguments, rules, access, ledger, seq=2 * i + 2) is None
-        ledger.add(CallRecord(2 * i + 2, 'step', arguments, 3))
+    for begun, step in pairs:
+        ledger.add(begun)
+        assert refusal('step', step.arguments, rules, access, ledger, seq=step.seq) is None
+        ledger.add(step)
     return (time.perf_counter() - t0) / n
 
 
