@@ -367,22 +367,29 @@ def test_consumed_checks_are_the_same_across_resume_replay_and_fork(make_harness
 
 def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> None:
     """Interrupted while the refund ran (its outcome unknown), the run resumes with the refund re-run or answered:
-    either way that refund is the one the check paid for, and the next one is refused."""
+    either way that refund is the one the check paid for, and the next one is refused. Interrupted while the check
+    ran, a resume's answer for the check is a person's word, not a check: it pays for no refund."""
     h = make_harness()
     entered: list[asyncio.Event] = []  # one per interrupted run (each has its own event loop)
     hung: list[int] = []
     paid: list[int] = []
 
+    hanging = ['pay']  # which callee's first attempt hangs until the run is interrupted
+
+    async def hang_once(name: str) -> None:
+        if name == hanging[-1] and not hung:
+            hung.append(1)
+            entered[0].set()
+            await asyncio.Event().wait()
+
     @h.tool
     async def check(*, k: str) -> bool:
+        await hang_once('check')
         return True
 
     @h.tool(side_effect=True, requires=After('check', same=('k',), once=True))
     async def pay(*, k: str, n: int) -> int:
-        if not hung:  # the first attempt hangs until the run is interrupted
-            hung.append(n)
-            entered[0].set()
-            await asyncio.Event().wait()
+        await hang_once('pay')
         paid.append(n)
         return n
 
@@ -390,7 +397,7 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
               'except PermissionError:\n    second = "refused"\n[first, second]')
 
     def interrupted() -> str:
-        async def go() -> None:
+        async def go() -> None:  # runs `script` as it is when called
             entered[:] = [asyncio.Event()]
             task = asyncio.ensure_future(h.run(script))
             await entered[0].wait()
@@ -408,6 +415,12 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
     assert h.resume_sync(run_id, retry_unknown=True).value == [1, 'refused']
     run_id = interrupted()
     assert h.resume_sync(run_id, answers={2: 7}).value == [7, 'refused']
+    assert paid == [1]
+    script = ('await check(k="b")\ntry:\n    r = await pay(k="b", n=3)\nexcept PermissionError as exc:\n'
+              '    r = str(exc)\nr')
+    hanging.append('check')
+    run_id = interrupted()  # now the check hangs: resumed with a person's answer for it (`--answer 1=true`)
+    assert 'The check result of call #1 was supplied, not run' in h.resume_sync(run_id, answers={1: True}).value
     assert paid == [1]
 
 
