@@ -7,6 +7,7 @@ that resumes; nothing of the engine is mocked.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -508,6 +509,8 @@ def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     assert fingerprint(limit(100)) == fingerprint(limit(100)) != fingerprint(limit(200))
     assert fingerprint(lambda r: r['x'] == 'a') != fingerprint(lambda r: r['x'] == 'b')
     assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
+    assert fingerprint(bool) != fingerprint(callable)
+    assert fingerprint(functools.partial(limit, 1)) != fingerprint(functools.partial(limit, 2))
 
 
 # -- counters survive a resume ------------------------------------------------------------------------

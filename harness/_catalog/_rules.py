@@ -18,12 +18,13 @@ its callee's manifest (`After.identity`, `fingerprint`), so a run resumes only u
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import CodeType, FunctionType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 from typing import Any
 
 from pydantic import JsonValue
@@ -340,9 +341,13 @@ def _described(value: Any, seen: set[int]) -> Any:
     if isinstance(value, CodeType):
         return {'code': value.co_code.hex(), 'consts': _described(value.co_consts, seen),
                 'names': list(value.co_names), 'args': value.co_argcount}
+    if isinstance(value, functools.partial):
+        return {'partial': _described(value.func, seen), 'args': _described(value.args, seen),
+                'keywords': _described(value.keywords, seen)}
     fn = getattr(value, '__func__', value)  # a bound method: its function
-    if not isinstance(fn, FunctionType):
-        return type(value).__qualname__
+    if not isinstance(fn, FunctionType):  # a builtin or a class by its name; any other object by its type's
+        named = value if isinstance(value, type | BuiltinFunctionType) else type(value)
+        return f'{named.__module__}.{named.__qualname__}'
     if id(fn) in seen:  # recursion, or a function read twice
         return fn.__qualname__
     seen.add(id(fn))
