@@ -4,10 +4,13 @@
 
 1. Rule checking per call. The same script (N sequential awaits of an instant async host tool) on two
    catalogs that differ only in the rule: `requires=After('begin', same=('k',), when=...)` or none.
-   Tracing off, no store, type check on; rounds interleaved; the cost per call is the median of
+   Tracing off, no store, type check on (each text run once untimed, so its check is cached); rounds
+   interleaved; the cost per call is the median of
    (with rules - without) / N within a round, set against a whole host tool call (the run without
    rules / N). The rule check itself is also timed directly (`refusal` against a run's ledger), which
-   the end-to-end difference is too noisy to resolve on a busy machine.
+   the end-to-end difference is too noisy to resolve on a busy machine. Consumed guards
+   (`After(..., once=True)`: each `begin` authorises one `step`) the same way, on a script that calls
+   `begin` before each `step`; timed directly, a check that consumes and the records it adds.
 2. `Harness.analyze` on a 200-line script, against the type check of the same script (`Harness.check`,
    which runs the analysis too, so the ratio is if anything flattering to the check). Every iteration
    gets fresh text (the check caches by text).
@@ -21,6 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -29,7 +33,7 @@ from extra import fmt_ratio, fmt_time, fmt_us, log, med, table
 N = 200
 
 
-def catalog(*, rules: bool):
+def catalog(*, rules: bool, once: bool = False):
     from harness import After, Harness
 
     h = Harness(store=None, tracing=False, max_repeats=None, max_tool_calls=None)
@@ -38,7 +42,7 @@ def catalog(*, rules: bool):
     async def begin(*, k: str) -> dict[str, bool]:
         return {'ok': True}
 
-    rule = After('begin', same=('k',), when=lambda r: r['ok']) if rules else None
+    rule = After('begin', same=('k',), when=lambda r: r['ok'], once=once) if rules else None
 
     @h.tool(requires=rule)
     async def step(*, k: str, i: int) -> int:
@@ -48,21 +52,54 @@ def catalog(*, rules: bool):
 
 
 def per_call(quick: bool) -> tuple[list[float], list[float]]:
-    with_rules, without = catalog(rules=True), catalog(rules=False)
+    """(with rules − without) / N per round, and the run without rules / N (a whole host tool call)."""
+    script = 'x = await begin(k="a")\nfor i in range({n}):\n    await step(k="a", i=i)\n'
+    return rounds(catalog(rules=True), catalog(rules=False), script, quick)
+
+
+def consumed_per_call(quick: bool) -> list[float]:
+    """(once=True − no rule) / N on a script that checks before every step."""
+    script = 'for i in range({n}):\n    x = await begin(k="a")\n    await step(k="a", i=i)\n'
+    return rounds(catalog(rules=True, once=True), catalog(rules=False), script, quick)[0]
+
+
+def rounds(with_rules: Any, without: Any, script: str, quick: bool) -> tuple[list[float], list[float]]:
+    """Each round's text is run once on both catalogs before it is timed: the type check (tens of ms, cached by
+    text) would otherwise be most of what is measured, and its noise far more than a rule check."""
     diffs, base = [], []
-    rounds = 5 if quick else 11
-    for r in range(rounds):
-        script = f'# round {r}\nx = await begin(k="a")\nfor i in range({N}):\n    await step(k="a", i=i)\n'
+    for r in range(5 if quick else 11):
+        text = f'# round {r}\n' + script.format(n=N)
+        without.run_sync(text)
+        assert with_rules.run_sync(text).calls[-1].status == 'ok'
         t0 = time.perf_counter()
-        without.run_sync(script)
+        without.run_sync(text)
         t1 = time.perf_counter()
-        with_rules.run_sync(script)
+        with_rules.run_sync(text)
         t2 = time.perf_counter()
         base.append((t1 - t0) / N)
         diffs.append(((t2 - t1) - (t1 - t0)) / N)
     with_rules.close()
     without.close()
     return diffs, base
+
+
+def direct_consumed(quick: bool) -> float:
+    """One consuming check and its bookkeeping: a `begin` recorded, the `step` checked, admitted, recorded."""
+    from harness._catalog._rules import Access, After, Ledger, refusal
+    from harness._records import CallRecord
+
+    ledger = Ledger()
+    rules = (After('begin', same=('k',), when=lambda r: r['ok'], once=True),)
+    access = Access()
+    n = 20_000 if quick else 100_000
+    pairs = [(CallRecord(2 * i + 1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}),
+              CallRecord(2 * i + 2, 'step', {'k': 'a', 'i': i}, 3)) for i in range(n)]
+    t0 = time.perf_counter()
+    for begun, step in pairs:
+        ledger.add(begun)
+        assert refusal('step', step.arguments, rules, access, ledger, seq=step.seq) is None
+        ledger.add(step)
+    return (time.perf_counter() - t0) / n
 
 
 def direct_check(quick: bool) -> float:
@@ -128,6 +165,7 @@ def run(*, quick: bool = False) -> str:
     log('bench_control: rule checking per call ...')
     diffs, base = per_call(quick)
     direct = direct_check(quick)
+    consumed, consumed_direct = consumed_per_call(quick), direct_consumed(quick)
     log('bench_control: analysis of a 200-line script ...')
     analyses, checks = analysis(quick)
     call = med(base)
@@ -135,6 +173,10 @@ def run(*, quick: bool = False) -> str:
         ['a host tool call, end to end (no rules)', fmt_us(call), '–'],
         ['rule check, timed directly (`refusal` on a 200-call ledger)', fmt_us(direct), fmt_ratio(direct, call)],
         ['rules on − rules off, end to end per call', fmt_us(med(diffs)), fmt_ratio(med(diffs), call)],
+        ['consumed guard (`once=True`), timed directly (check, consume, record)', fmt_us(consumed_direct),
+         fmt_ratio(consumed_direct, call)],
+        ['consumed guard on − rules off, end to end per guarded call', fmt_us(med(consumed)),
+         fmt_ratio(med(consumed), call)],
     ]
     static = [
         ['`Harness.analyze`', fmt_time(med(analyses)), fmt_ratio(med(analyses), med(checks))],

@@ -5,10 +5,12 @@
 
 Three host tools over an in-memory ticket table: `open_tickets`, `check_entitlement` and the
 side-effecting `issue_refund`. The refund policy lives in the catalog, in one place: `issue_refund`
-is registered with `requires=After('check_entitlement', same=('ticket_id',), when=...)`, so the
-harness refuses, at the pause and before anything runs, a refund that does not follow a successful
+is registered with `requires=After('check_entitlement', same=('ticket_id',), when=..., once=True)`, so
+the harness refuses, at the pause and before anything runs, a refund that does not follow a successful
 entitlement check of the same ticket that allows that amount, whatever script the model writes
-(and after a crash and resume too). The workflow resolves every ticket concurrently without guarding
+(and after a crash and resume too). Each check pays for one refund (`once=True`: a loop of refunds after
+one check pays once), and only a check that ran counts: a fork whose edited check result says
+"eligible" does not pay an ineligible ticket. The workflow resolves every ticket concurrently without guarding
 anything itself; a second script that tries the refund first is flagged by `check` and refused at
 run time. `issue_refund` is idempotent: it reads the call's `CallContext` (injected by the harness,
 hidden from the script) and pays at most once per idempotency key, so resuming a run that crashed
@@ -99,16 +101,16 @@ def entitled(entitlement: dict[str, Any], arguments: dict[str, Any]) -> bool:
     return entitlement['eligible'] and 0 < arguments['amount'] <= entitlement['max_refund']
 
 
-REFUND_POLICY = After('check_entitlement', same=('ticket_id',), when=entitled)
+REFUND_POLICY = After('check_entitlement', same=('ticket_id',), when=entitled, once=True)
 
 
 def register_desk(h: Harness) -> None:
     """Register the desk's tools, as if each were decorated with `@h.tool(...)`.
 
     `requires=REFUND_POLICY`: the harness refuses a refund unless a successful check_entitlement of the
-    same ticket earlier in the run allows that amount. `side_effect=True`: a resume never re-runs an
-    `issue_refund` that was in flight at a crash unless told to. `expose_errors=True`: the script sees
-    the tools' error messages (they hold no secrets).
+    same ticket earlier in the run allows that amount, and no other refund has used that check.
+    `side_effect=True`: a resume never re-runs an `issue_refund` that was in flight at a crash unless told
+    to. `expose_errors=True`: the script sees the tools' error messages (they hold no secrets).
     """
     h.tool(expose_errors=True)(open_tickets)
     h.tool(expose_errors=True)(check_entitlement)

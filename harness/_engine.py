@@ -87,7 +87,8 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         call_caps: `{callee name: n}`, exact per run.
         call_concurrency: `{callee name: n}`, calls of that callee in flight at once within a run.
         max_repeats: the same call (callee and arguments) more often than this in one script stops
-            it as stuck (default 10); `None`: no limit.
+            it as stuck (default 10), and so does a call of a callee whose last this many results
+            were the same failure, whatever its arguments; `None`: no limit. Counted across resumes.
         strict: a script that *can* break a `requires=` rule, or that loops without a literal
             bound over a side-effecting callee, fails the check (nothing runs); otherwise these
             are `CheckReport.warnings` and the rules are still enforced at every call. Strict also refuses

@@ -139,11 +139,12 @@ class CatalogChange:
     """One difference between a run's catalog and today's (`CatalogChanged.changes`)."""
 
     callee: str
-    kind: Literal['added', 'removed', 'changed', 'version']
+    kind: Literal['added', 'removed', 'changed', 'rules', 'version']
     detail: str = ''
 
     def __str__(self) -> str:
-        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'version': 'version changed'}
+        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'rules': 'rules changed',
+                'version': 'version changed'}
         return f'{self.callee}: {text[self.kind]}' + (f' ({self.detail})' if self.detail else '')
 
 

@@ -7,6 +7,7 @@ that resumes; nothing of the engine is mocked.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -29,25 +30,45 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from harness import After, CallEvent, Harness, PolicyViolation, RegistrationError, WorkflowError, WorkflowTypeError
+from harness import (
+    After,
+    CallEvent,
+    CatalogChanged,
+    Harness,
+    PolicyViolation,
+    RegistrationError,
+    WorkflowError,
+    WorkflowTypeError,
+)
 from harness._agent._toolset import WorkflowToolset
+from harness._catalog._rules import Requires
 from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'control_worker.py'
 REFUND_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'])
+ONCE_RULE = After('check_entitlement', same=('ticket_id',), when=lambda result: result['eligible'], once=True)
 
 
-def desk(h: Harness, refunds: list[tuple[str, int]]) -> Harness:
+def desk(h: Harness, refunds: list[tuple[str, int]], rule: Requires = REFUND_RULE, *, gated: bool = False) -> Harness:
+    """The refund desk; `gated`: also a `pause_here` tool that waits for approval (the cheapest real pause)."""
+
     @h.tool
     async def check_entitlement(*, ticket_id: str) -> dict[str, bool]:
         """Whether the ticket may be refunded."""
         return {'eligible': not ticket_id.endswith('NO')}
 
-    @h.tool(side_effect=True, requires=REFUND_RULE)
+    @h.tool(side_effect=True, requires=rule)
     async def issue_refund(*, ticket_id: str, cents: int) -> str:
         """Refund the customer."""
+        if cents <= 0:
+            raise ValueError('nothing to refund')
         refunds.append((ticket_id, cents))
         return f'refunded {ticket_id}'
+
+    @h.tool(approval=gated)
+    async def pause_here(*, i: int) -> int:
+        """A step a person approves (with `gated`)."""
+        return i
 
     return h
 
@@ -259,6 +280,279 @@ def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path
     assert [(c.callee, c.status) for c in calls] == [
         ('check_entitlement', 'ok'), ('wait_here', 'ok'), ('issue_refund', 'refused'), ('issue_refund', 'ok'),
     ]
+
+
+# -- consumed guards: one check, one refund ---------------------------------------------------------
+
+
+def until_done(h: Harness, result: Any) -> tuple[Any, int]:
+    """Approve every waiting call and resume until the run ends: (the last result or the error, resumes)."""
+    resumes = 0
+    while result.status == 'waiting':
+        for pending in result.waiting:
+            h.approve(result.run_id, pending.seq)
+        resumes += 1
+        try:
+            result = h.resume_sync(result.run_id)
+        except WorkflowError as exc:
+            return exc, resumes
+    return result, resumes
+
+
+def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, refunds: list) -> None:
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    assert 'whose result passes its condition (each authorises one call); otherwise' in h.stubs()  # the model reads it
+    script = (
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'rs = await settle_all(*[issue_refund(ticket_id="T-1", cents=400) for _ in range(7)])\n'
+        '[r["ok"] for r in rs]'
+    )
+    result = h.run_sync(script)
+    assert result.value == [True] + [False] * 6
+    assert refunds == [('T-1', 400)]  # 400 cents, not 2,800
+    refused = [c for c in result.calls if c.status == 'refused']
+    assert len(refused) == 6 and 'each authorises one call' in (refused[0].error or '')
+    two = h.run_sync('a = await check_entitlement(ticket_id="T-2")\nb = await check_entitlement(ticket_id="T-2")\n'
+                     'rs = await settle_all(*[issue_refund(ticket_id="T-2", cents=1) for _ in range(3)])\n'
+                     '[r["ok"] for r in rs]')
+    assert two.value == [True, True, False]  # two checks, two refunds
+
+
+def test_a_refund_that_failed_spent_its_check(make_harness: Any, refunds: list) -> None:
+    """The failed call's effect may have happened (a timeout after the payment went out): it is not re-authorised."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = (
+        'e = await check_entitlement(ticket_id="T-1")\n'
+        'out = []\n'
+        'for cents in (0, 5):\n'
+        '    try:\n'
+        '        out.append(await issue_refund(ticket_id="T-1", cents=cents))\n'
+        '    except RuntimeError:\n'
+        '        out.append("failed")\n'
+        '    except PermissionError:\n'
+        '        out.append("refused")\n'
+        'out'
+    )
+    assert h.run_sync(script).value == ['failed', 'refused']
+    assert refunds == []
+
+
+ONCE_SCRIPT = (
+    'a = await check_entitlement(ticket_id="T-1")\n'
+    'b = await check_entitlement(ticket_id="T-1")\n'
+    'first = await issue_refund(ticket_id="T-1", cents=1)\n'
+    'await pause_here(i=1)\n'
+    'out = [first]\n'
+    'for i in range(3):\n'
+    '    try:\n'
+    '        out.append(await issue_refund(ticket_id="T-1", cents=2 + i))\n'
+    '    except PermissionError:\n'
+    '        out.append("refused")\n'
+    'out'
+)
+
+
+def test_consumed_checks_are_the_same_across_resume_replay_and_fork(make_harness: Any, refunds: list) -> None:
+    expected = ['refunded T-1', 'refunded T-1', 'refused', 'refused']
+    plain = desk(make_harness(), [], ONCE_RULE)
+    assert plain.run_sync(ONCE_SCRIPT).value == expected  # uninterrupted
+    h = desk(make_harness(), refunds, ONCE_RULE, gated=True)
+    result, resumes = until_done(h, h.run_sync(ONCE_SCRIPT))
+    assert resumes == 1 and result.value == expected  # resumed from the snapshot at the pause
+    assert refunds == [('T-1', 1), ('T-1', 2)]
+    assert h.replay_sync(result.run_id).value == expected
+    forked, _ = until_done(h, h.fork_sync(result.run_id, at=2, result={'eligible': False}))  # the 2nd check: no
+    assert forked.value == ['refunded T-1', 'refused', 'refused', 'refused']
+    assert refunds == [('T-1', 1), ('T-1', 2), ('T-1', 1)]  # the fork's first refund ran live; nothing else did
+
+
+def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> None:
+    """Interrupted while the refund ran (its outcome unknown), the run resumes with the refund re-run or answered:
+    either way that refund is the one the check paid for, and the next one is refused. Interrupted while the check
+    ran, a resume's answer for the check is a person's word, not a check: it pays for no refund."""
+    h = make_harness()
+    entered: list[asyncio.Event] = []  # one per interrupted run (each has its own event loop)
+    hung: list[int] = []
+    paid: list[int] = []
+
+    hanging = ['pay']  # which callee's first attempt hangs until the run is interrupted
+
+    async def hang_once(name: str) -> None:
+        if name == hanging[-1] and not hung:
+            hung.append(1)
+            entered[0].set()
+            await asyncio.Event().wait()
+
+    @h.tool
+    async def check(*, k: str) -> bool:
+        await hang_once('check')
+        return True
+
+    @h.tool(side_effect=True, requires=After('check', same=('k',), once=True))
+    async def pay(*, k: str, n: int) -> int:
+        await hang_once('pay')
+        paid.append(n)
+        return n
+
+    script = ('await check(k="a")\nfirst = await pay(k="a", n=1)\ntry:\n    second = await pay(k="a", n=2)\n'
+              'except PermissionError:\n    second = "refused"\n[first, second]')
+
+    def interrupted() -> str:
+        async def go() -> None:  # runs `script` as it is when called
+            entered[:] = [asyncio.Event()]
+            task = asyncio.ensure_future(h.run(script))
+            await entered[0].wait()
+            await asyncio.sleep(0)  # let the pause that started the call journal it
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        hung.clear()
+        asyncio.run(go())
+        (run,) = [r for r in h.runs() if r.status == 'interrupted']
+        return run.run_id
+
+    run_id = interrupted()
+    assert h.resume_sync(run_id, retry_unknown=True).value == [1, 'refused']
+    run_id = interrupted()
+    assert h.resume_sync(run_id, answers={2: 7}).value == [7, 'refused']
+    assert paid == [1]
+    script = ('await check(k="b")\ntry:\n    r = await pay(k="b", n=3)\nexcept PermissionError as exc:\n'
+              '    r = str(exc)\nr')
+    hanging.append('check')
+    run_id = interrupted()  # now the check hangs: resumed with a person's answer for it (`--answer 1=true`)
+    assert 'The check result of call #1 was supplied, not run' in h.resume_sync(run_id, answers={1: True}).value
+    assert paid == [1]
+
+
+def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
+    """A call a person rejected never ran: what it consumed while it waited is free again, after the resume."""
+    h = make_harness()
+    paid: list[int] = []
+
+    @h.tool
+    async def check(*, k: str) -> bool:
+        return True
+
+    @h.tool(side_effect=True, approval=True, requires=After('check', same=('k',), once=True))
+    async def pay(*, k: str, n: int) -> int:
+        paid.append(n)
+        return n
+
+    script = ('await check(k="a")\nout = []\nfor n in (1, 2, 3):\n    try:\n        out.append(await pay(k="a", n=n))\n'
+              '    except PermissionError:\n        out.append("refused")\nout')
+    result = h.run_sync(script)
+    h.reject(result.run_id, 2, reason='not this one')
+    result = h.resume_sync(result.run_id)
+    assert result.status == 'waiting' and [p.seq for p in result.waiting] == [3]  # n=2 is authorised by the check
+    h.approve(result.run_id, 3)
+    assert h.resume_sync(result.run_id).value == ['refused', 2, 'refused']
+    assert paid == [2]
+
+
+def test_a_supplied_answer_does_not_authorise_a_side_effect(make_harness: Any, refunds: list) -> None:
+    """A fork's edited check result, or a resume's answer, is what a person said, not a check that ran."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = (
+        'e = await check_entitlement(ticket_id="T-NO")\n'
+        'out = []\n'
+        'for i in range(2):\n'
+        '    try:\n'
+        '        out.append(await issue_refund(ticket_id="T-NO", cents=5 + i))\n'
+        '    except PermissionError as exc:\n'
+        '        out.append(str(exc))\n'
+        'out'
+    )
+    first = h.run_sync(script)
+    forked = h.fork_sync(first.run_id, at=1, result={'eligible': True})
+    assert [c.source for c in forked.calls[:1]] == ['answered']
+    assert all('was supplied, not run' in text for text in forked.value)
+    again = h.fork_sync(forked.run_id, at=2, result='refunded')  # the answered check, forked on (and resumed)
+    assert again.calls[0].source == 'answered'  # still supplied: neither a fork nor a resume launders it
+    assert all('was supplied, not run' in text for text in again.value)  # the rule comes before any answer
+    assert refunds == []
+    trusting = desk(make_harness(), refunds, After('check_entitlement', when=lambda r: r['eligible'], once=True,
+                                                   trust_answers=True))
+    first = trusting.run_sync(script)
+    assert trusting.fork_sync(first.run_id, at=1, result={'eligible': True}).value[0] == 'refunded T-NO'
+    assert refunds == [('T-NO', 5)]
+
+
+def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) -> None:
+    store = str(tmp_path / 'runs.db')
+    script = ('e = await check_entitlement(ticket_id="T-NO")\nawait pause_here(i=1)\ntry:\n'
+              '    r = await issue_refund(ticket_id="T-NO", cents=5)\nexcept PermissionError:\n    r = "refused"\nr')
+    with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:
+        result = h.run_sync(script)
+        assert result.status == 'waiting'
+        h.approve(result.run_id, 2)
+    loosened = After('check_entitlement', same=('ticket_id',), when=lambda result: True)
+    with desk(Harness(store=store), refunds, loosened, gated=True) as h:
+        with pytest.raises(CatalogChanged, match='issue_refund: rules changed') as info:
+            h.resume_sync(result.run_id)
+        assert [str(c) for c in info.value.changes] == ['issue_refund: rules changed']
+        with pytest.raises(CatalogChanged):
+            h.resume_sync(result.run_id, recheck=True)  # the script still type-checks: that vouches for nothing here
+    assert refunds == []
+    with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:  # the same code again: admitted
+        assert h.resume_sync(result.run_id).value == 'refused'
+
+
+def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
+    from harness._catalog._rules import fingerprint
+
+    def limit(n: int) -> Any:
+        return lambda r: r['cents'] <= n
+
+    assert fingerprint(lambda r: r['ok']) == fingerprint(lambda r: r['ok'])
+    assert fingerprint(lambda r: r['ok']) != fingerprint(lambda r: not r['ok'])
+    assert fingerprint(limit(100)) == fingerprint(limit(100)) != fingerprint(limit(200))
+    assert fingerprint(lambda r: r['x'] == 'a') != fingerprint(lambda r: r['x'] == 'b')
+    assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
+    assert fingerprint(bool) != fingerprint(callable)
+    assert fingerprint(functools.partial(limit, 1)) != fingerprint(functools.partial(limit, 2))
+
+
+# -- counters survive a resume ------------------------------------------------------------------------
+
+
+def test_identical_calls_stop_at_the_same_count_when_resumed_at_every_step(make_harness: Any, refunds: list) -> None:
+    script = 'for i in range(50):\n    e = await check_entitlement(ticket_id="T-1")\n    await pause_here(i=i)\n'
+    plain = desk(make_harness(), [])
+    with pytest.raises(WorkflowError, match='11 times') as uninterrupted:
+        plain.run_sync(script)
+    h = desk(make_harness(), refunds, gated=True)
+    stopped, resumes = until_done(h, h.run_sync(script))
+    assert isinstance(stopped, WorkflowError) and resumes == 10
+    assert stopped.message == uninterrupted.value.message
+
+
+def test_refusals_are_counted_across_resumes(make_harness: Any, refunds: list) -> None:
+    script = ('for i in range(300):\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=1)\n'
+              '    except PermissionError:\n        pass\n    if i % 10 == 9:\n        await pause_here(i=i)\n')
+    h = desk(make_harness(), refunds, gated=True)
+    stopped, resumes = until_done(h, h.run_sync(script))
+    assert isinstance(stopped, WorkflowError) and 'stopped after 100 refused calls' in stopped.message
+    assert resumes == 10
+
+
+def test_the_same_failure_with_drifting_arguments_stops_as_stuck(make_harness: Any, refunds: list) -> None:
+    script = ('i = 0\nwhile True:\n    i += 1\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=0)\n'
+              '    except RuntimeError:\n        pass\n')
+    lenient = desk(make_harness(), refunds, ())
+    with pytest.raises(WorkflowError, match='looks stuck') as info:
+        lenient.run_sync(script)
+    message = info.value.message
+    assert 'issue_refund failed 10 times in a row with the same error' in message
+    assert '(issue_refund failed with ValueError)' in message and 'whatever its arguments' in message
+    assert len(lenient.store.calls(info.value.run_id)) == 10  # type: ignore[union-attr]
+    mixed = script.replace('while True:', 'while i < 40:').replace('cents=0', 'cents=0 if i % 5 else 1')
+    assert lenient.run_sync(mixed).status == 'completed'  # a success between the failures: not stuck
+    gated = desk(make_harness(), refunds, (), gated=True)
+    paused = script.replace('        pass\n', '        pass\n    await pause_here(i=i)\n')
+    stopped, resumes = until_done(gated, gated.run_sync(paused))
+    assert isinstance(stopped, WorkflowError) and resumes == 10
+    assert 'issue_refund failed 10 times in a row with the same error' in stopped.message
 
 
 # -- shape bounds ----------------------------------------------------------------------------------

@@ -130,6 +130,36 @@ def test_the_refund_policy_is_enforced_by_the_catalog() -> None:
         assert ok.value.startswith('R-001: $100 to Grace')
 
 
+def test_one_passing_check_pays_one_refund() -> None:
+    """Issue 23: one check of a $98 ticket used to pay ten $49 refunds (as many as the script asked)."""
+    desk = load_support_desk()
+    script = (
+        'e = await check_entitlement(ticket_id="T-1001")\n'
+        'rs = await settle_all(*[issue_refund(ticket_id="T-1001", amount=49) for _ in range(10)])\n'
+        '[r["ok"] for r in rs]'
+    )
+    with Harness(store=':memory:') as h:
+        desk.register_desk(h)
+        assert h.run_sync(script).value == [True] + [False] * 9
+        again = h.run_sync('e = await check_entitlement(ticket_id="T-1001")\n'
+                           'await issue_refund(ticket_id="T-1001", amount=49)')  # a second check: $49 left
+        assert again.value.startswith('R-002: $49 to Ada')
+    assert desk.REFUNDED['T-1001'] == 98 and len(desk.RECEIPTS) == 2
+
+
+def test_a_forks_edited_check_does_not_pay_an_ineligible_ticket() -> None:
+    desk = load_support_desk()
+    script = ('e = await check_entitlement(ticket_id="T-1003")\ntry:\n'
+              '    r = await issue_refund(ticket_id="T-1003", amount=100)\nexcept PermissionError as exc:\n'
+              '    r = str(exc)\nr')
+    with Harness(store=':memory:') as h:
+        desk.register_desk(h)
+        first = h.run_sync(script)
+        forked = h.fork_sync(first.run_id, at=1, result={'eligible': True, 'max_refund': 100, 'reason': 'edited'})
+    assert 'The check_entitlement result of call #1 was supplied, not run' in forked.value
+    assert desk.RECEIPTS == {} and 'T-1003' not in desk.REFUNDED
+
+
 def test_research_loop_retries_failed_lookups_then_summarises(outputs: dict[str, str]) -> None:
     out = outputs['research_loop']
     failed = re.findall(r'✗ #\d+ lookup: lookup failed with TimeoutError', out)

@@ -80,7 +80,8 @@ def budgets(
                  'from its stored result and costs nothing; when the budget runs out, calls raise RuntimeError.')
     if max_repeats is not None:
         lines.append(f'- The same call more than {max_repeats} times in one script stops it as stuck: keep a '
-                     'result in a variable.')
+                     f'result in a variable. So does calling a function again after it failed the same way '
+                     f'{max_repeats} times in a row, whatever the arguments.')
     if access.allow is not None:
         lines.append(f'- This run may call only: {", ".join(sorted(access.allow))}.')
     if access.deny:

@@ -147,7 +147,7 @@ class Registry:
         return self._stubs
 
     def manifest(self) -> dict[str, Any]:
-        """The catalog as runs store it: the stubs, and a digest and version per callee."""
+        """The catalog as runs store it: the stubs, and per callee a digest, a digest of its rules and a version."""
         if self._manifest is None:
             self._manifest = manifest(self._callees, self.stubs())
         return self._manifest

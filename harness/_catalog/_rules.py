@@ -6,22 +6,34 @@ calls the run has already made (`CallRecord`s, including those a resume, replay 
 from the journal). So a rule holds whatever the script does, and holds again after a crash.
 
 - `requires=`: a predecessor must have completed successfully earlier in the run: a callee name,
-  an `After(name, same=(fields...), when=predicate)`, or a list of them (all must hold).
+  an `After(name, same=(fields...), when=predicate, once=False)`, or a list of them (all must hold).
+  With `once=True` each successful predecessor authorises one call (`Ledger`).
+- A predecessor's result that was supplied rather than run (a fork's `result=`, a resume's answer, an
+  eval baseline: `SUPPLIED`) does not satisfy the rule of a side-effecting callee, unless `trust_answers=True`.
 - `allow=` / `deny=`: least privilege for one run or one orchestrator.
 
-A refusal reaches the script as a catchable `PermissionError` naming the rule.
+A refusal reaches the script as a catchable `PermissionError` naming the rule. A rule's logic is part of
+its callee's manifest (`After.identity`, `fingerprint`), so a run resumes only under the rules it ran under.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import inspect
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 from typing import Any
 
 from pydantic import JsonValue
 
-from .._records import CallRecord
+from .._records import CallRecord, CallSource
+
+SUPPLIED: frozenset[CallSource] = frozenset({'answered', 'baseline'})
+"""Sources of a result no callee produced in this run's lineage: a person's or a tool's answer (a fork's
+`result=`, a resume's `answers`), or an eval's baseline. They do not satisfy the rule of a side-effecting callee."""
 
 
 @dataclass(frozen=True)
@@ -35,18 +47,33 @@ class After:
         when: a condition on the predecessor's result (plain data, as the script saw it), or on
             the result and this call's arguments (`when=lambda result, args: args['cents'] <=
             result['max_cents']`); the rule holds only for a predecessor that passes it. A condition
-            that raises fails.
+            that raises fails. Its code is part of the callee's manifest (`fingerprint`): a run made
+            under another condition is not resumed under this one (`CatalogChanged`).
+        once: each successful predecessor authorises one call, which consumes it when it is admitted
+            (one entitlement check, one refund). An admitted call keeps what it consumed whether it then
+            succeeds, fails, is cancelled or never starts: its effect may have happened. A call refused
+            (by a rule, a budget or a person) consumes nothing.
+        trust_answers: let a result that was supplied rather than run (`SUPPLIED`: a fork's `result=`, a
+            resume's answer, an eval baseline) satisfy the rule of a side-effecting callee. Off: only a
+            predecessor that ran counts for a call that changes something.
     """
 
     callee: str
     same: tuple[str, ...] = ()
     when: Callable[[Any], bool] | Callable[[Any, dict[str, Any]], bool] | None = None
+    once: bool = False
+    trust_answers: bool = False
+    reads_arguments: bool = field(default=False, init=False, repr=False, compare=False)
+    """`when` takes the call's arguments too (read once: `inspect.signature` costs more than the check)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.same, str):  # `same='ticket_id'` is an easy slip for a one-tuple
             object.__setattr__(self, 'same', (self.same,))
-        if self.when is not None and _arity(self.when) not in (1, 2):
-            raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
+        if self.when is not None:
+            arity = _arity(self.when)
+            if arity not in (1, 2):
+                raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
+            object.__setattr__(self, 'reads_arguments', arity == 2)
 
     def passes(self, result: Any, arguments: Mapping[str, Any]) -> bool:
         """Whether a predecessor's `result` satisfies `when` for a call with `arguments`."""
@@ -54,7 +81,7 @@ class After:
             return True
         when: Callable[..., bool] = self.when
         try:
-            return bool(when(result, dict(arguments)) if _arity(when) == 2 else when(result))
+            return bool(when(result, dict(arguments)) if self.reads_arguments else when(result))
         except Exception:
             return False
 
@@ -69,7 +96,16 @@ class After:
             text += ' with the same ' + ', '.join(self.same)
         if self.when is not None:
             text += (',' if self.same else '') + ' whose result passes its condition'
+        if self.once:
+            text += ' (each authorises one call)'
+        if self.trust_answers:
+            text += ' (a supplied answer counts)'
         return text
+
+    def identity(self) -> list[Any]:
+        """All the rule decides by, as plain data (the manifest's digest of the callee's rules)."""
+        return [self.callee, list(self.same), None if self.when is None else fingerprint(self.when), self.once,
+                self.trust_answers]
 
 
 Requirement = str | After
@@ -145,7 +181,8 @@ class Policy:
 
     access: Access = Access()
     max_repeats: int | None = 10
-    """The same call (callee and arguments) more often than this stops the script as stuck."""
+    """The same call (callee and arguments) more often than this stops the script as stuck, and so does a
+    call of a callee whose last this many results were the same failure (`_dispatch._counters`)."""
     max_concurrency: int | None = None
     """Calls in flight at once in the run."""
     call_concurrency: Mapping[str, int] = field(default_factory=dict)
@@ -153,37 +190,189 @@ class Policy:
 
 
 class Ledger:
-    """The run's calls by callee, for rule checks that cost what the predecessors cost, not the run."""
+    """The run's calls by callee, and what `once` rules have consumed, for rule checks that cost what the
+    predecessors cost, not the run.
+
+    Consumption is decided in call order: a call consumes, per `once` rule, the earliest qualifying
+    predecessor nobody consumed (`check`), and keeps it once it enters the run's records admitted (`add`).
+    A restored run rebuilds the same from its journal (`restore`), so a resume, replay or fork consumes
+    what the recorded run did; a call the restored interpreter makes again keeps its grant.
+    """
 
     def __init__(self) -> None:
         self.by_callee: dict[str, list[CallRecord]] = {}
+        self.position: dict[int, int] = {}
+        """Where each seq's record is in its callee's list (a restored call made again replaces it)."""
+        self.spent: dict[tuple[str, int], set[int]] = {}
+        """Per (callee, index of its `once` rule): the predecessor seqs its calls consumed."""
+        self.free: dict[tuple[str, int], int] = {}
+        """Per `once` rule: the index in its predecessor's list before which every call is consumed (a check
+        looks from there, so it costs what is left to consume, not the run)."""
+        self.grants: dict[int, list[tuple[tuple[str, int], int]]] = {}
+        """Per admitted call's seq: what it consumed, so a call made again after a restore keeps it."""
+        self.claimed: tuple[int, str, list[tuple[tuple[str, int], int]]] | None = None
+        """(seq, callee, grant) of the last check that passed: the grant is kept when that call is admitted (`add`)."""
 
     def add(self, record: CallRecord) -> None:
-        self.by_callee.setdefault(record.callee, []).append(record)
+        calls = self.by_callee.setdefault(record.callee, [])
+        at = self.position.get(record.seq)
+        if at is not None and at < len(calls) and calls[at].seq == record.seq:
+            calls[at] = record
+        else:
+            self.position[record.seq] = len(calls)
+            calls.append(record)
+        claimed, self.claimed = self.claimed, None
+        if record.status == 'refused':  # refused after the check (a person, the journal): it consumes nothing
+            self.release(record.seq)
+        elif claimed is not None and claimed[:2] == (record.seq, record.callee):
+            self.keep(record.seq, claimed[2])
 
-    def satisfies(self, rule: After, arguments: Mapping[str, JsonValue]) -> bool:
-        for earlier in self.by_callee.get(rule.callee, ()):
-            if earlier.status != 'ok':
+    def keep(self, seq: int, grant: list[tuple[tuple[str, int], int]]) -> None:
+        for key, predecessor in grant:
+            self.spent.setdefault(key, set()).add(predecessor)
+        if grant:
+            self.grants[seq] = grant
+
+    def release(self, seq: int) -> None:
+        for key, predecessor in self.grants.pop(seq, ()):
+            self.spent[key].discard(predecessor)
+            self.free[key] = min(self.free.get(key, 0), self.position[predecessor])
+
+    def restore(self, record: CallRecord, rules: tuple[After, ...], side_effect: bool) -> None:
+        """Before `add`ing a journaled call of the run being restored: what it consumed when it was admitted is
+        what a check in call order finds (every earlier call answered, as a resume from the first line has it)."""
+        self.claimed = None
+        if record.status != 'refused' and any(rule.once for rule in rules):
+            self.check(record.callee, record.arguments, rules, side_effect, record.seq)
+
+    def check(
+        self, callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], side_effect: bool,
+        seq: int,
+    ) -> str | None:
+        """Why the rules refuse the call, or None (and what its `once` rules would consume is `claimed`)."""
+        self.claimed = None
+        grant: list[tuple[tuple[str, int], int]] = []
+        kept = seq in self.grants  # a restored call made again: admitted before, with what it consumed
+        for index, rule in enumerate(rules):
+            if rule.once and kept:
+                continue
+            found, supplied = self.find(rule, arguments, side_effect, (callee, index))
+            if found is None:
+                return unmet(callee, rule, supplied)
+            if rule.once:
+                grant.append(((callee, index), found.seq))
+        self.claimed = (seq, callee, grant)
+        return None
+
+    def find(
+        self, rule: After, arguments: Mapping[str, JsonValue], side_effect: bool, key: tuple[str, int]
+    ) -> tuple[CallRecord | None, CallRecord | None]:
+        """The earliest predecessor that satisfies `rule` and is not consumed; and, when there is none, a
+        supplied one that would have (for the message)."""
+        calls = self.by_callee.get(rule.callee, [])
+        spent = self.spent.get(key, ()) if rule.once else ()
+        start = self.free.get(key, 0)
+        while start < len(calls) and calls[start].seq in spent:
+            start += 1
+        if rule.once:
+            self.free[key] = start
+        supplied = None
+        for at in range(start, len(calls)):
+            earlier = calls[at]
+            if earlier.status != 'ok' or earlier.seq in spent:
                 continue
             if any(earlier.arguments.get(name) != arguments.get(name) for name in rule.same):
                 continue
             if not rule.passes(earlier.result, arguments):
                 continue
-            return True
-        return False
+            if side_effect and not rule.trust_answers and earlier.source in SUPPLIED:
+                supplied = supplied or earlier
+                continue
+            return earlier, None
+        return None, supplied
+
+
+def unmet(callee: str, rule: After, supplied: CallRecord | None) -> str:
+    """The refusal of a call whose rule no predecessor satisfies."""
+    text = f'{callee} requires {rule.describe()}; it was not called.'
+    if supplied is not None:
+        return (f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
+                f"person's answer), and authorises no side effect: call {rule.callee} first.")
+    if rule.once:
+        return f'{text} Each {rule.callee} authorises one call: call {rule.callee} again first.'
+    return f'{text} Call {rule.callee} first.'
 
 
 def refusal(
-    callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], access: Access, ledger: Ledger
+    callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], access: Access, ledger: Ledger, *,
+    side_effect: bool = False, seq: int = 0,
 ) -> str | None:
-    """Why this call may not run now (the message the script's `PermissionError` carries), or None."""
+    """Why this call may not run now (the message the script's `PermissionError` carries), or None: then what
+    its `once` rules consume is kept if the call is admitted (`Ledger.add`)."""
     denied = access.refusal(callee)
     if denied is not None:
+        ledger.claimed = None
         return f'{denied}; it was not called.'
-    for rule in rules:
-        if not ledger.satisfies(rule, arguments):
-            return f'{callee} requires {rule.describe()}; it was not called. Call {rule.callee} first.'
-    return None
+    return ledger.check(callee, arguments, rules, side_effect, seq)
+
+
+def fingerprint(fn: Callable[..., Any]) -> str:
+    """A digest of what a predicate does: its code (bytecode, constants, names, nested functions), its defaults,
+    and the plain data it reads from its closure and globals. Equal for the same code and data in any process;
+    a function it reads is followed; anything else it reads is named by its type. (Bytecode is the
+    interpreter's: a Python upgrade changes the digest, so a run resumes under the Python it ran on, or is
+    accepted.)"""
+    text = json.dumps(_described(fn, set()), sort_keys=True, separators=(',', ':'), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _described(value: Any, seen: set[int]) -> Any:
+    """`value` as plain data for `fingerprint`."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, list | tuple):
+        return [_described(v, seen) for v in value]
+    if isinstance(value, frozenset | set):
+        return sorted((_described(v, seen) for v in value), key=repr)
+    if isinstance(value, dict):
+        return {str(k): _described(v, seen) for k, v in value.items()}
+    if isinstance(value, CodeType):
+        return {'code': value.co_code.hex(), 'consts': _described(value.co_consts, seen),
+                'names': list(value.co_names), 'args': value.co_argcount}
+    if isinstance(value, functools.partial):
+        return {'partial': _described(value.func, seen), 'args': _described(value.args, seen),
+                'keywords': _described(value.keywords, seen)}
+    fn = getattr(value, '__func__', value)  # a bound method: its function
+    if not isinstance(fn, FunctionType):  # a builtin or a class by its name; any other object by its type's
+        named = value if isinstance(value, type | BuiltinFunctionType) else type(value)
+        return f'{named.__module__}.{named.__qualname__}'
+    if id(fn) in seen:  # recursion, or a function read twice
+        return fn.__qualname__
+    seen.add(id(fn))
+    cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+    reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
+    return {'fn': _described(fn.__code__, seen), 'defaults': _described(fn.__defaults__ or (), seen),
+            'kwdefaults': _described(fn.__kwdefaults__ or {}, seen), 'closure': _described(cells, seen),
+            'globals': {name: _described(v, seen) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+
+
+def _names(code: CodeType) -> set[str]:
+    """Every global name a code object and the code nested in it may read."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _names(const)
+    return found
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:  # a cell not assigned yet
+        return False
+    return True
 
 
 def _arity(fn: Callable[..., Any]) -> int:

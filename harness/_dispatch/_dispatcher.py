@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Callable, Generator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
 from .._catalog._callees import Callee, WrongReturn
-from .._catalog._rules import MAX_REFUSALS, Ledger, Policy, refusal
-from .._errors import BudgetExceeded, ReplayDivergence, WorkflowRuntimeError
+from .._catalog._rules import SUPPLIED, Ledger, Policy, refusal
+from .._errors import BudgetExceeded, ReplayDivergence
 from .._records import (
     CallEvent,
     CallRecord,
@@ -41,7 +40,6 @@ from .._records import (
     EventHandler,
     EventKind,
     Outcome,
-    describe,
     preview,
 )
 from .._sandbox._values import NotPlainData, to_plain
@@ -61,6 +59,7 @@ from .._tracing._names import (
 from .._tracing._setup import TRACER, record_exception
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
+from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
 from ._sources import Hold, answer_sources, ask, reuse_key
@@ -109,12 +108,9 @@ class Dispatcher:
         self.semaphore = asyncio.Semaphore(policy.max_concurrency) if policy.max_concurrency else None
         self.callee_semaphores = {name: asyncio.Semaphore(n) for name, n in policy.call_concurrency.items()}
         self.ledger = Ledger()
-        self.repeats: Counter[str] = Counter()
-        self.refusals: list[str] = []
-        """Messages of the calls refused by a rule, so an uncaught one is reported as `PolicyViolation`."""
-        self.refused = 0
-        self.refused_by: Counter[str] = Counter()
-        """Why calls were refused (a rule's message, or the budget), for the message that stops the script."""
+        self.counters = Counters(policy.max_repeats)
+        """What stops a stuck script: repeated calls, repeated failures, refusals (`_counters`)."""
+        self.refusals = self.counters.refusals
         self.on_event = on_event
         self.journal = journal
         self.history = history
@@ -174,11 +170,12 @@ class Dispatcher:
             side_effect=callee.side_effect,
         )
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self.count_repeat(record)
-        why = refusal(callee.name, record.arguments, callee.requires, self.policy.access, self.ledger)
+        self.counters.call(record)
+        why = refusal(callee.name, record.arguments, callee.requires, self.policy.access, self.ledger,
+                      side_effect=callee.side_effect, seq=record.seq)
         if why is not None:
             self.refusals.append(why)
-            self.count_refusal(why)
+            self.counters.refusal(why, record.seq)
             answer = answered(record, 'live', error=why, refused=True)
             self.add_record(record)
             self.answered.append(record)
@@ -227,7 +224,7 @@ class Dispatcher:
             self.show_refusal(record, exc)
             self.burst += 1
             if self.burst == 1:
-                self.count_refusal(exc.budget)
+                self.counters.refusal(exc.budget)
             if self.burst > MAX_WITHHELD:
                 raise BudgetExceeded(
                     f'The script stopped: one fan-out asked for more than {MAX_WITHHELD:,} calls past its budget '
@@ -268,15 +265,19 @@ class Dispatcher:
         self.ledger.add(record)
 
     def preload(self, records: list[CallRecord], source: CallSource | None = None) -> None:
-        """Calls the run made before the snapshot it restarts from: in the records (shown as `source`),
-        seen by the rules, and counted against the budget once (a call still pending in the snapshot
-        is not counted again when the restored interpreter re-admits it)."""
+        """Calls the run made before the snapshot it restarts from: in the records (shown as `source`; a
+        supplied answer stays one), seen by the rules with what they consumed, and counted against the budget
+        and the stuck counters once (a call still pending in the snapshot is not counted again when the
+        restored interpreter re-admits it)."""
         for record in records:
             callee = self.callees.get(record.callee)
             if callee is not None and charged(record):
                 self.budget.count(callee.name, callee.kind)
                 self.charged.add(record.seq)
-            if source is not None:
+            if callee is not None:
+                self.counters.restore(record)
+                self.ledger.restore(record, callee.requires, callee.side_effect)
+            if source is not None and record.source not in SUPPLIED:
                 record.source = source
             self.add_record(record)
 
@@ -310,31 +311,6 @@ class Dispatcher:
         self.add_record(record)
         self.answered.append(record)  # journaled with the next pause (and its snapshot)
         self.held[record.seq] = future
-
-    def count_repeat(self, record: CallRecord) -> None:
-        limit = self.policy.max_repeats
-        if limit is None:
-            return
-        key = reuse_key(record.callee, record.arguments)
-        self.repeats[key] += 1
-        if self.repeats[key] > limit:
-            raise WorkflowRuntimeError(
-                f'The script looks stuck: it called {describe(record.callee, record.arguments)} with the same '
-                f'arguments {self.repeats[key]} times (at most {limit} identical calls per script). Keep the first '
-                'result in a variable instead of calling again, or change what the loop passes.'
-            )
-
-    def count_refusal(self, why: str) -> None:
-        """Count a refused call and why (a rule's message, or the budget `BudgetSpent` names); past
-        `MAX_REFUSALS` the script is stopped, with what refused its calls."""
-        self.refused += 1
-        self.refused_by[why] += 1
-        if self.refused > MAX_REFUSALS:
-            causes = '; and because '.join(why.rstrip('.') for why, _ in self.refused_by.most_common(3))
-            raise WorkflowRuntimeError(
-                f'The script stopped after {MAX_REFUSALS} refused calls, refused because {causes}. It keeps making '
-                'calls that cannot run: finish with the results you have, and do not retry a refused call in a loop.'
-            )
 
     def resolve(self, name: str, kwargs: dict[str, Any]) -> tuple[Callee, BaseModel]:
         """The callee and its validated arguments, or the exception the script should see."""
@@ -398,6 +374,9 @@ class Dispatcher:
     async def settle(self, seqs: list[int]) -> None:
         """Journal finished calls durably; the loop calls this before resuming the sandbox with them."""
         self.burst = 0  # the script sees results: a refusal after this is a new attempt, not the same fan-out
+        for seq in sorted(seqs):  # what the script is handed, in call order
+            if self.calls[seq - 1].callee in self.callees:
+                self.counters.outcome(self.calls[seq - 1])
         finished = [self.calls[seq - 1] for seq in sorted(seqs) if self.running.pop(seq, None) is not None]
         self.journal.add(finished)
         await self.journal.write()

@@ -10,6 +10,10 @@ never runs anything itself.
 - `fork`: calls before `fork_at` are answered from the parent's journal; `fork_at` is answered
   with `answers[fork_at]`; later calls run live.
 
+A result the journal holds as supplied (`answered`, `baseline`: a person's or a tool's answer, not a callee's)
+is answered as supplied, never as `resumed`/`replayed`/`forked`, so the rules (`SUPPLIED`) still tell it from
+a result that ran, however often the run is resumed or forked.
+
 With `deferred` (a resume on the Temporal engine), a call journaled `running` is in flight in an
 activity elsewhere: it is neither re-run nor a decision to make; the run waits for its result.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._catalog._rules import SUPPLIED
 from .._errors import NeedsDecision, ReplayDivergence
 from .._records import CallRecord, CallSource, Outcome, call_key, describe
 
@@ -76,8 +81,8 @@ class History:
         if seq in self.answers:
             return answered(record, 'answered', result=self.answers[seq])
         record.attempt = row.attempt
-        if row.status == 'ok':
-            return answered(record, self.source, result=row.result)
+        if row.status == 'ok':  # a result someone supplied stays supplied: the rules tell it from one that ran
+            return answered(record, row.source if row.source in SUPPLIED else self.source, result=row.result)
         if row.status == 'error':
             return answered(record, self.source, error=row.error or f'{row.callee} failed')
         if row.status == 'refused':
