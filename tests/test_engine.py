@@ -566,3 +566,30 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     assert h.sub_agent_usage_limits is not twin.sub_agent_usage_limits  # each Harness its own (UsageLimits is mutable)
     with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be 0 or more"):
         make_harness(call_caps={'fetch': -1})
+
+
+def sending(h) -> list[tuple[str, str]]:
+    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
+    sent: list[tuple[str, str]] = []
+
+    @h.tool(side_effect=True)
+    async def send_email(*, to: str, body: str) -> str:
+        """Send an email."""
+        sent.append((to, body))
+        return f'sent #{len(sent)}'
+
+    return sent
+
+
+def test_identical_side_effecting_calls_of_one_script_all_run(make_harness):
+    """Issue 23.4: the code's calls happen as written; a side effect is never answered from an identical earlier
+    call of the same script (an idempotent callee still is, as `reuse_results` says)."""
+    h = make_harness()
+    sent = sending(h)
+    result = h.run_sync('out = []\nfor i in range(3):\n    out.append(await send_email(to="x", body="same"))\nout')
+    assert result.value == ['sent #1', 'sent #2', 'sent #3'] and len(sent) == 3
+    assert [c.source for c in result.calls] == ['live'] * 3 and result.note is None
+    # ... and the stuck detector still stops a loop of them, after `max_repeats` (10) real sends
+    with pytest.raises(WorkflowError, match=r'looks stuck.*send_email'):
+        h.run_sync('for i in range(200):\n    await send_email(to="y", body="same")\n')
+    assert sent.count(('y', 'same')) == 10

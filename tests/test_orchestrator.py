@@ -279,3 +279,37 @@ def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_h
     from harness._agent._toolset import WorkflowToolset
 
     assert 'approval' not in WorkflowToolset(h).description()
+
+
+def sending(h: Harness) -> list[tuple[str, str]]:
+    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
+    sent: list[tuple[str, str]] = []
+
+    @h.tool(side_effect=True)
+    async def send_email(*, to: str, body: str) -> str:
+        """Send an email."""
+        sent.append((to, body))
+        return f'sent #{len(sent)}'
+
+    return sent
+
+
+def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_result_says_so(make_harness):
+    """Issue 23.4: a later script of the same orchestrator run repeating a side effect that succeeded gets its result
+    instead of a second effect (one earlier success answers one call), and the model is told which call and where."""
+    for store in (':memory:', None):  # from the journal, and without one from what the scripts remembered
+        h = make_harness(store=store)
+        sent = sending(h)
+        seen: list[Any] = []
+        first = 'await send_email(to="x", body="hi")\nraise ValueError("then it broke")'
+        second = 'a = await send_email(to="x", body="hi")\nb = await send_email(to="x", body="hi")\n[a, b]'
+        h.orchestrator(scripted(first, second, seen=seen)).run_sync('email x')
+        assert sent == [('x', 'hi'), ('x', 'hi')]  # the retry's first call was answered; its second is one more: sent
+        [retry] = retried(seen)
+        assert 'then it broke' in retry
+        [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
+        assert returned.content['result'] == ['sent #1', 'sent #2']
+        note = returned.content['note']
+        assert 'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of ' \
+               'this orchestrator run (run ' in note, note
+        assert note.count('was not run again') == 1

@@ -138,6 +138,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             usage=ctx.usage,
             model=ctx.model,
             orchestrator_run_id=ctx.run_id,
+            conversation_id=ctx.conversation_id,
             prompt=prompt.splitlines()[0][:200] if prompt else None,
             access=self.access,
         )
@@ -208,7 +209,8 @@ class WorkflowToolset(AbstractToolset[Any]):
 
     def failure(self, exc: WorkflowError) -> str:
         """What the model reads of a failed script: the message, the completed results, what it printed."""
-        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+        note = f'\n\n{exc.note}' if exc.note else ''
+        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}{note}'
 
     def bounded(self, exc: WorkflowError) -> str:
         """An error message as the model reads it: cut at `limits['max_error_chars']` (the run keeps it whole)."""
