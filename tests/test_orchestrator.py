@@ -313,3 +313,21 @@ def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_resul
         assert 'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of ' \
                'this orchestrator run (run ' in note, note
         assert note.count('was not run again') == 1
+
+
+def test_a_later_turn_with_the_same_message_history_is_answered_from_the_conversations_side_effects(make_harness):
+    """Issue 23.4: the Python API's next turn, given the conversation's messages (which carry pydantic-ai's
+    `conversation_id`), repeating a side effect an earlier turn finished gets its result and is told where it ran; a
+    new conversation sends it."""
+    h = make_harness()
+    sent = sending(h)
+    script = 'await send_email(to="x", body="hi")'
+    first = h.orchestrator(scripted(script)).run_sync('email x')
+    assert sent == [('x', 'hi')]
+    seen: list[Any] = []
+    h.orchestrator(scripted(script, seen=seen)).run_sync('email x', message_history=first.all_messages())
+    assert sent == [('x', 'hi')]
+    [returned] = [p for p in seen if isinstance(p, ToolReturnPart)]
+    assert 'it already succeeded in an earlier script of this conversation (run ' in returned.content['note']
+    h.orchestrator(scripted(script)).run_sync('email x')  # another conversation: its own email
+    assert sent == [('x', 'hi'), ('x', 'hi')]
