@@ -58,8 +58,10 @@ class Orchestration:
         if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
             configure_tracing()
         host = cast(WorkflowHost, self)  # the Harness this is part of
+        # On Temporal the agent runs in workflow code, which reads no store; and a Temporal conversation's turn is
+        # never lost with a process (its history is the workflow's), so there is no interrupted turn to tell of.
         return WorkflowCapability(toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)),
-                                  host=host)
+                                  host=None if self.temporal else host)
 
     def orchestrator(
         self,

@@ -44,6 +44,7 @@ class ScriptStart:
     access: dict[str, Any] | None = None
     prompt: str | None = None
     orchestrator_run_id: str | None = None
+    conversation_id: str | None = None
     queues: dict[str, str] = field(default_factory=dict)
     """Callee name -> task queue, for callees with workers of their own."""
     printed: list[str] = field(default_factory=list)
