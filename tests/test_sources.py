@@ -163,3 +163,15 @@ def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
 
     assert [type(s) for s in sources] == [JournalAnswers, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live
+
+
+def test_a_resume_keeps_where_a_result_that_did_not_run_came_from(callees):
+    """A reused result resumed is still a reuse: not charged again, and not an effect that happened (issue 23.4)."""
+    reused = journaled('email', 1, 'emailed ann', to='ann')
+    reused.source, reused.side_effect = 'reused', True
+    source = JournalAnswers(History('resume', {1: reused, 2: journaled('lookup', 2, 'CAT', word='cat')}))
+
+    again, live = call('email', to='ann'), call('lookup', seq=2, word='cat')
+    source.answer(callees['email'], again)
+    source.answer(callees['lookup'], live)
+    assert (again.source, live.source) == ('reused', 'resumed')

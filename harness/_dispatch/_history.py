@@ -77,7 +77,7 @@ class History:
             return answered(record, 'answered', result=self.answers[seq])
         record.attempt = row.attempt
         if row.status == 'ok':
-            return answered(record, self.source, result=row.result)
+            return answered(record, self.origin(row), result=row.result)
         if row.status == 'error':
             return answered(record, self.source, error=row.error or f'{row.callee} failed')
         if row.status == 'refused':
@@ -101,6 +101,12 @@ class History:
             )
         record.attempt = row.attempt + 1
         return None
+
+    def origin(self, row: CallRecord) -> CallSource:
+        """The source a journaled success is answered as: a resume keeps where a result that did not run came from
+        (reused, answered, a baseline's, a fork's), so it is charged as before and never taken for a side effect
+        that happened (`_effects`); else this history's own source."""
+        return row.source if self.mode == 'resume' and row.source not in ('live', 'resumed') else self.source
 
     def spent(self, record: CallRecord) -> bool:
         """Whether the recorded run spent budget on this call: the journal's call at its position, unless
