@@ -454,8 +454,9 @@ def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
         choice = ModelChoice(effects_worker.model(), 'scripted', demo=False)
         monkeypatch.setattr(harness._cli._shared, 'choose_model', lambda *a, **k: choice)
         out = cli(['chat', '--continue', '--agents', 'effects_worker:catalog', '--store', str(store)], cwd=tmp_path,
-                  input=effects_worker.PROMPT + '\n', env={'EFFECTS_MARKERS': str(markers)})
+                  input=effects_worker.PROMPT + '\n', env={'EFFECTS_MARKERS': str(markers)}, columns=200)
         assert out.exit_code == 0, out.describe()
+        assert f'run {dead.run_id} of an earlier turn was interrupted after 2 call(s)' in out.stdout
     else:
         h = effects_worker.harness_on(str(store))
         try:

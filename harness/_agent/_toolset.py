@@ -3,8 +3,9 @@
 One tool, whose description carries the sandbox rules and the catalog (`Harness.stubs()`, byte for
 byte what the checker uses). A failed check or a script error returns to the model as a retry
 with ty's or the traceback's message and the results already completed; only the script's final
-value (and its printed output, if any) returns on success. One budget is shared by every script of
-one orchestrator run.
+value (and its printed output, if any) returns on success. Either way a note names the side effects
+answered from an earlier script instead of run again (`_dispatch._effects`). One budget is shared by
+every script of one orchestrator run.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .._dispatch._effects import interrupted_runs
 from .._records import RunRow, new_run_id
 from .._store import Conversation, RunStore, StoreError, Turn
 from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
@@ -91,6 +92,9 @@ class Session:
             self.console.print(f'[dim]you> {escape(cut(t.prompt, 200))}[/dim]')
             if t.answer:
                 self.console.print(f'[dim]orchestrator> {escape(cut(" ".join(t.answer.split()), 200))}[/dim]')
+        for run_id, calls in interrupted_runs(self.store, found.conversation_id):  # the next turn is told too
+            self.console.print(f'[yellow]run {run_id} of an earlier turn was interrupted after {len(calls)} call(s); '
+                               f'the next turn is told what it finished (harness show {run_id})[/yellow]')
 
     def begin(self, prompt: str) -> str | None:
         """The stored conversation this turn is one of, saved before the turn runs: a turn whose process dies is still
