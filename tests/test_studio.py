@@ -650,3 +650,6 @@ def test_a_turn_after_an_interrupted_one_is_told_of_it_and_does_not_send_again(s
     assert new.conversation_id == 'conversation-six' and store.waiting_runs() == []  # no approval asked again
     assert '- run deadbeef0001: 1 side effect(s) finished: #1 send_email(' in told[0], told[0]
     assert 'started but never finished, outcome unknown: #2 lookup({"key":"deploys"})' in told[0]
+    told.clear()  # the turn after that one was told; the next is not, its scripts still answered from the ledger
+    s.chat('conversation-six', 'and once more')
+    assert told and not any('interrupted' in text for text in told)

@@ -136,7 +136,10 @@ def stored_effects(store: RunStore, orchestrator_run_id: str | None, conversatio
 
 
 def interrupted_runs(store: RunStore, conversation_id: str) -> list[tuple[str, list[CallRecord]]]:
-    """The conversation's runs nobody runs any more that were never finished (`interrupted`, as read), with their
-    journals: what the next turn is told (`interrupted_notice`)."""
-    return [(run.run_id, store.calls(run.run_id)) for run in store.runs_of_conversation(conversation_id)
-            if run.status == 'interrupted']
+    """The conversation's runs that were never finished (`interrupted` as read: their process died, or the turn was
+    cancelled) since its last run that finished, with their journals: what the next turn is told
+    (`interrupted_notice`). Once a later script has run to an end, the turn that wrote it was told; later ones are not.
+    """
+    runs = store.statuses_of_conversation(conversation_id)
+    last_ended = max((i for i, (_, status) in enumerate(runs) if status not in ('running', 'interrupted')), default=-1)
+    return [(run_id, store.calls(run_id)) for run_id, status in runs[last_ended + 1:] if status == 'interrupted']

@@ -201,13 +201,13 @@ class Runs(Snapshots):
             return []
         return self._read(read)
 
-    def runs_of_conversation(self, conversation_id: str) -> list[RunRow]:
-        """The runs (scripts) the turns of one conversation wrote, oldest first, with their status as shown."""
-        return self._read(lambda conn: [
-            _run_from_db(row) for row in conn.execute(
-                f'SELECT {_RUN_READ} FROM runs WHERE conversation_id = ? ORDER BY created, rowid', (conversation_id,)
-            )
-        ])
+    def statuses_of_conversation(self, conversation_id: str) -> list[tuple[str, RunStatus]]:
+        """The ids of the runs (scripts) the turns of one conversation wrote, oldest first, with each status as shown."""
+        rows = self._read(lambda conn: conn.execute(
+            'SELECT run_id, status, owner, lease_until FROM runs WHERE conversation_id = ? ORDER BY created, rowid',
+            (conversation_id,)).fetchall())
+        now = time.time()
+        return [(run_id, shown_status(status, owner, lease_until, now)) for run_id, status, owner, lease_until in rows]
 
     def forks_of(self, run_id: str) -> list[RunRow]:
         """The runs forked from `run_id`, oldest first."""
