@@ -202,7 +202,7 @@ class Runs(Snapshots):
         return self._read(read)
 
     def statuses_of_conversation(self, conversation_id: str) -> list[tuple[str, RunStatus]]:
-        """The ids of the runs (scripts) the turns of one conversation wrote, oldest first, with each status as shown."""
+        """The runs (scripts) the turns of one conversation wrote, oldest first: their ids and shown statuses."""
         rows = self._read(lambda conn: conn.execute(
             'SELECT run_id, status, owner, lease_until FROM runs WHERE conversation_id = ? ORDER BY created, rowid',
             (conversation_id,)).fetchall())
