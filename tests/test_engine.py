@@ -593,3 +593,8 @@ def test_identical_side_effecting_calls_of_one_script_all_run(make_harness):
     with pytest.raises(WorkflowError, match=r'looks stuck.*send_email'):
         h.run_sync('for i in range(200):\n    await send_email(to="y", body="same")\n')
     assert sent.count(('y', 'same')) == 10
+    # A later script of the same scope (one orchestrator run) repeating them is answered: one success per call.
+    scope = h.new_scope()
+    h.run_sync('await send_email(to="z", body="once")', scope=scope)
+    again = h.run_sync('[await send_email(to="z", body="once"), await send_email(to="z", body="once")]', scope=scope)
+    assert sent.count(('z', 'once')) == 2 and [c.source for c in again.calls] == ['reused', 'live']

@@ -96,7 +96,7 @@ class EarlierEffects:
                  for e in list(self.answered.values())[:MAX_NAMED]]
         more = len(self.answered) - len(shown)
         return ('Side effects not repeated: ' + '; '.join(shown) + (f'; and {more} more' if more > 0 else '')
-                + '. Its recorded result was used; run it again only if the user asks for a second one.')
+                + '. The script got the recorded result in its place.')
 
 
 def interrupted_notice(runs: Sequence[tuple[str, Sequence[CallRecord]]]) -> str | None:
@@ -104,7 +104,8 @@ def interrupted_notice(runs: Sequence[tuple[str, Sequence[CallRecord]]]) -> str 
     interrupted (`(run_id, journal)` each): the calls that never finished, and the side effects that did."""
     if not runs:
         return None
-    lines = ['An earlier turn of this conversation was interrupted (its process stopped) while scripts were running.']
+    lines = ['An earlier turn of this conversation was interrupted (its process stopped, or it was cancelled) while '
+             'its scripts ran:']
     for run_id, calls in runs:
         unknown = [c for c in calls if c.status == 'running']
         done = [c for c in calls if is_effect(c)]
