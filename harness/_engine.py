@@ -261,7 +261,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             catalog=self.manifest(),
         )
         if self.store is not None and (scope.orchestrator_run_id or scope.conversation_id):  # the journal knows best
-            scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id)
+            scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id, scope.seen)
         dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results, defer=defer)
         if defer and scope.orchestrator_run_id and self.store is not None:  # the orchestrator run's budget is shared
             dispatcher.spend([c for other in self.store.runs_of_orchestrator(scope.orchestrator_run_id)

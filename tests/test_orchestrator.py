@@ -315,19 +315,22 @@ def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_resul
         assert note.count('was not run again') == 1
 
 
-def test_a_later_turn_with_the_same_message_history_is_answered_from_the_conversations_side_effects(make_harness):
-    """Issue 23.4: the Python API's next turn, given the conversation's messages (which carry pydantic-ai's
-    `conversation_id`), repeating a side effect an earlier turn finished gets its result and is told where it ran; a
-    new conversation sends it."""
+def test_a_turn_with_an_earlier_ones_result_repeats_its_side_effect_a_retry_of_a_lost_turn_does_not(make_harness):
+    """Issue 23.4, the Python API: turns of one conversation are told apart by pydantic-ai's `conversation_id`, which
+    the history's messages carry. A turn that has an earlier turn's result in its history and repeats its email means
+    a second one: it is sent. The same turn run again with the history it had (as when its messages were lost with
+    its process) is answered from the email it sent, and told where it ran. Another conversation sends its own."""
     h = make_harness()
     sent = sending(h)
     script = 'await send_email(to="x", body="hi")'
     first = h.orchestrator(scripted(script)).run_sync('email x')
-    assert sent == [('x', 'hi')]
+    h.orchestrator(scripted(script)).run_sync('email x again', message_history=first.all_messages())
+    assert sent == [('x', 'hi')] * 2  # the second turn had the first one's result: a second email was meant
     seen: list[Any] = []
-    h.orchestrator(scripted(script, seen=seen)).run_sync('email x', message_history=first.all_messages())
-    assert sent == [('x', 'hi')]
+    h.orchestrator(scripted(script, seen=seen)).run_sync('email x again', message_history=first.all_messages())
+    assert sent == [('x', 'hi')] * 2
     [returned] = [p for p in seen if isinstance(p, ToolReturnPart)]
     assert 'it already succeeded in an earlier script of this conversation (run ' in returned.content['note']
+    assert 'in a turn whose messages you do not have' in returned.content['note']
     h.orchestrator(scripted(script)).run_sync('email x')  # another conversation: its own email
-    assert sent == [('x', 'hi'), ('x', 'hi')]
+    assert sent == [('x', 'hi')] * 3

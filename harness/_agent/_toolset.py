@@ -140,6 +140,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             model=ctx.model,
             orchestrator_run_id=ctx.run_id,
             conversation_id=ctx.conversation_id,
+            seen=frozenset(m.run_id for m in ctx.messages if m.run_id and m.run_id != ctx.run_id),
             prompt=prompt.splitlines()[0][:200] if prompt else None,
             access=self.access,
         )

@@ -36,6 +36,9 @@ class RunScope:
     """Which callees the orchestrator's scripts may call (`orchestrator(allow=..., deny=...)`)."""
     conversation_id: str | None = None
     """The conversation the orchestrator run is a turn of (pydantic-ai's `RunContext.conversation_id`)."""
+    seen: frozenset[str] = frozenset()
+    """The earlier agent runs whose messages are in this one's history: the model has their results, so their side
+    effects are not answered again (a repeat is meant); those of a turn it has no messages of are (`_effects`)."""
     reusable: dict[str, JsonValue] = field(default_factory=dict)
     """Results of completed idempotent calls by (callee, arguments): a retried script gets them without paying again."""
     effects: list[Effect] = field(default_factory=list)

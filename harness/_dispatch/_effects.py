@@ -11,6 +11,9 @@ Invariants:
   reuse are not effects.
 - The ledger is a multiset: the n-th identical call of a script is answered by the n-th identical success of
   the earlier scripts, so a retry that repeats three emails sends none, and one that writes a fourth sends it.
+- A later turn of the conversation is answered only from the turns whose messages it does not have (one that
+  died, or whose answer was dropped): a turn that has an earlier one's results in its history and repeats its
+  side effect means a second one, and it runs.
 - With a store, the ledger is read from it at each script's start (the runs of the same orchestrator run or
   conversation whose journals verify); without one it is what this process's scripts of the scope remembered.
 """
@@ -52,8 +55,10 @@ class Effect:
         return cls(run_id, record.seq, record.callee, record.arguments, record.result, same_run)
 
     def where(self) -> str:
-        whose = 'of this orchestrator run' if self.same_run else 'of this conversation'
-        return f'an earlier script {whose} (run {self.run_id}, #{self.seq})'
+        if self.same_run:
+            return f'an earlier script of this orchestrator run (run {self.run_id}, #{self.seq})'
+        return (f'an earlier script of this conversation (run {self.run_id}, #{self.seq}), in a turn whose messages '
+                'you do not have')
 
 
 def is_effect(record: CallRecord) -> bool:
@@ -124,14 +129,17 @@ def named(calls: Sequence[CallRecord]) -> str:
     return shown + (f' and {len(calls) - MAX_NAMED} more' if len(calls) > MAX_NAMED else '')
 
 
-def stored_effects(store: RunStore, orchestrator_run_id: str | None, conversation_id: str | None) -> list[Effect]:
+def stored_effects(
+    store: RunStore, orchestrator_run_id: str | None, conversation_id: str | None, seen: frozenset[str] = frozenset()
+) -> list[Effect]:
     """The side effects the store holds for a new script of this orchestrator run or conversation, oldest first:
-    only from runs whose journal verifies (a row edited in the store answers nothing; its call runs)."""
+    not those of the agent runs in `seen` (the model has their results), and only from runs whose journal verifies
+    (a row edited in the store answers nothing; its call runs)."""
     found: list[Effect] = []
     for run, calls in store.side_effects(orchestrator_run_id, conversation_id):
-        if store.verify(run.run_id):
-            continue
         same = orchestrator_run_id is not None and run.orchestrator_run_id == orchestrator_run_id
+        if (not same and run.orchestrator_run_id in seen) or store.verify(run.run_id):
+            continue
         found += [Effect.of(run.run_id, call, same_run=same) for call in calls if is_effect(call)]
     return found
 

@@ -111,7 +111,7 @@ class Steps:
             try:
                 if store.get_run(start.run_id) is None:
                     scope = h.new_scope(prompt=start.prompt, orchestrator_run_id=start.orchestrator_run_id,
-                                        conversation_id=start.conversation_id)
+                                        conversation_id=start.conversation_id, seen=frozenset(start.seen))
                     result = await h._start(start.run_id, start.code, start.inputs, scope,
                                             Access.from_json(start.access), defer=True)
                 else:
@@ -294,7 +294,7 @@ async def run_on_temporal(
     """
     start = ScriptStart(run_id='', code=code, inputs=inputs, access=access.to_json(), prompt=scope.prompt,
                         orchestrator_run_id=scope.orchestrator_run_id, conversation_id=scope.conversation_id,
-                        queues=dict(harness.task_queues))
+                        seen=sorted(scope.seen), queues=dict(harness.task_queues))
     if workflow.in_workflow():
         start.run_id = workflow.uuid4().hex[:24]
         out = await workflow.execute_child_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
