@@ -29,6 +29,7 @@ from ._check._checker import MAX_CHECKERS, Checker, CheckReport
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
+from ._dispatch._effects import stored_effects
 from ._dispatch._history import History
 from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
@@ -102,8 +103,11 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         sub_agent_usage_limits: limits for each sub-agent run (its own requests, not the orchestrator's).
         inherit_model: run Agent sub-agents on the orchestrator's model.
         max_retries: failed `run_workflow` attempts allowed per orchestrator run.
-        reuse_results: within one orchestrator run, answer a call identical to one that already
-            completed from its result (no budget spent).
+        reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to
+            one that already completed from its result (no budget spent). Side effects are exactly as
+            written whatever this says: every call of a `side_effect=True` callee in a script runs, and
+            only a later script of the same orchestrator run or conversation repeating one that
+            succeeded gets its result instead (and is told so).
         tracing: configure tracing on first run (logfire; nothing is sent without a token or an
             OTLP endpoint) and keep each run's spans with it.
         trace_values: put call arguments and result previews on spans.
@@ -265,9 +269,12 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             inputs=dict(inputs) if inputs else None,
             prompt=scope.prompt,
             orchestrator_run_id=scope.orchestrator_run_id,
+            conversation_id=scope.conversation_id,
             access=access.to_json(),
             catalog=self.manifest(),
         )
+        if self.store is not None and (scope.orchestrator_run_id or scope.conversation_id):  # the journal knows best
+            scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id, scope.seen)
         dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results,
                                       starter=starter)
         dispatcher.spend(list(spent))

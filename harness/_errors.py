@@ -50,6 +50,8 @@ class WorkflowError(Exception):
         self.run_id = run_id
         self.completed: list[CallRecord] = completed or []
         self.printed = printed
+        self.note: str | None = None
+        """Set by the engine when some of the script's side effects were answered from earlier scripts (`_effects`)."""
 
 
 class WorkflowTypeError(WorkflowError):

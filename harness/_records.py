@@ -280,6 +280,8 @@ class RunRow:
     """The run this one was forked from."""
     fork_at: int | None = None
     orchestrator_run_id: str | None = None
+    conversation_id: str | None = None
+    """The conversation whose turn the orchestrator run was (pydantic-ai's `conversation_id`), if any."""
     trace_context: str | None = None
     """W3C `traceparent`, so a resumed run joins the original trace."""
     inputs: dict[str, Any] | None = None

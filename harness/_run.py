@@ -13,6 +13,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from ._agent._observe import observed
 from ._check._checker import Checker
+from ._dispatch._sources import effects_note
 from ._errors import NeedsDecision, RunWaiting, SandboxCrashed, WorkflowError
 from ._records import RunRow, RunStatus, WorkflowResult
 from ._sandbox._pool import SandboxPool
@@ -78,10 +79,13 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     except BaseException as exc:
         status, message = ending(exc)
         await journal.end(status, error=message)
+        if isinstance(exc, WorkflowError):  # a retry must know which effects it did not repeat
+            exc.note = effects_note(job.dispatcher.sources)
         raise
     await journal.end('completed', value=value)
     exhausted = budget.refused > refused_before
-    reused = [c for c in job.dispatcher.calls if c.source == 'reused']
+    reused = [c for c in job.dispatcher.calls if c.source == 'reused' and not c.side_effect]
+    effects = effects_note(job.dispatcher.sources)
     notes = []
     if exhausted:
         notes.append(f'A call budget ran out during this script ({budget.summary()}); '
@@ -91,6 +95,8 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     if reused:
         notes.append('Reused results of identical earlier calls (no budget spent): '
                      + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))
+    if effects:
+        notes.append(effects)
     return WorkflowResult(
         value=value,
         run_id=job.dispatcher.run_id,

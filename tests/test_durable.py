@@ -416,3 +416,60 @@ def wait_until_dead(pids: list[int], timeout: float = 30) -> None:
         finally:
             os.close(fd)
 
+
+
+@pytest.mark.parametrize('entry', ['chat', 'api'])
+def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
+    spawn: Callable[..., Any], cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+):
+    """Issue 23.4: an orchestrator process SIGKILLed once its refund is journaled, then the same question in the
+    same conversation (`harness chat --continue`, or the Python API with the conversation's id): the new turn is
+    told of the interrupted run before it writes a script, and its identical refund is answered, not run again."""
+    import effects_worker
+
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
+
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    env = {**worker_env(), 'EFFECTS_MARKERS': str(markers), 'EFFECTS_HANG': '1',
+           'PYTHONPATH': os.pathsep.join([str(WORKER.parent), os.environ.get('PYTHONPATH', '')])}
+    conversation = ['conv-T1'] if entry == 'api' else []
+    child = spawn([sys.executable, str(WORKER.parent / 'effects_worker.py'), entry, str(store), *conversation],
+                  env=env, cwd=tmp_path)
+    if entry == 'chat':
+        child.send(effects_worker.PROMPT)
+    child.expect('journaled')  # the refund's result is journaled: the sandbox has it and called follow_up
+    child.kill()
+    refunds = markers / 'refunds'
+    assert refunds.read_text() == 'T-1\n'
+    with RunStore(store) as db:
+        [dead] = db.list_runs()
+    assert dead.status == 'interrupted' and dead.conversation_id is not None
+
+    monkeypatch.setenv('EFFECTS_MARKERS', str(markers))
+    effects_worker.INSTRUCTIONS.clear()
+    effects_worker.RETURNED.clear()
+    if entry == 'chat':
+        choice = ModelChoice(effects_worker.model(), 'scripted', demo=False)
+        monkeypatch.setattr(harness._cli._shared, 'choose_model', lambda *a, **k: choice)
+        out = cli(['chat', '--continue', '--agents', 'effects_worker:catalog', '--store', str(store)], cwd=tmp_path,
+                  input=effects_worker.PROMPT + '\n', env={'EFFECTS_MARKERS': str(markers)}, columns=200)
+        assert out.exit_code == 0, out.describe()
+        assert f'run {dead.run_id} of an earlier turn was interrupted after 2 call(s)' in out.stdout
+    else:
+        h = effects_worker.harness_on(str(store))
+        try:
+            h.orchestrator(effects_worker.model()).run_sync(effects_worker.PROMPT, conversation_id='conv-T1')
+        finally:
+            h.close()
+    assert refunds.read_text() == 'T-1\n'  # exactly one refund
+    told = effects_worker.INSTRUCTIONS[0]  # before the turn's first script
+    assert f'- run {dead.run_id}: 1 side effect(s) finished: #1 refund({{"ticket":"T-1"}})' in told, told
+    assert 'started but never finished, outcome unknown: #2 follow_up({"ticket":"T-1"})' in told
+    [returned] = effects_worker.RETURNED
+    assert returned['result'] == 'refunded T-1'
+    assert ('refund({"ticket":"T-1"}) was not run again: it already succeeded in an earlier script of this '
+            f'conversation (run {dead.run_id}, #1)') in returned['note']
+    with RunStore(store) as db:
+        assert db.get_run(dead.run_id).status == 'interrupted'  # still there to resume; never run over

@@ -605,3 +605,35 @@ def test_where_a_call_runs_is_the_starter_handed_in(make_harness):
     waiting = asyncio.run(h.start_run(new_run_id(), code, None, h.new_scope(), Access(), starter=Holding()))
     assert waiting.status == 'waiting' and [p.seq for p in waiting.waiting] == [1, 2]
     assert [c.status for c in h.store.calls(waiting.run_id)] == ['running', 'running'] and ran == [1, 2]
+
+
+def sending(h) -> list[tuple[str, str]]:
+    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
+    sent: list[tuple[str, str]] = []
+
+    @h.tool(side_effect=True)
+    async def send_email(*, to: str, body: str) -> str:
+        """Send an email."""
+        sent.append((to, body))
+        return f'sent #{len(sent)}'
+
+    return sent
+
+
+def test_identical_side_effecting_calls_of_one_script_all_run(make_harness):
+    """Issue 23.4: the code's calls happen as written; a side effect is never answered from an identical earlier
+    call of the same script (an idempotent callee still is, as `reuse_results` says)."""
+    h = make_harness()
+    sent = sending(h)
+    result = h.run_sync('out = []\nfor i in range(3):\n    out.append(await send_email(to="x", body="same"))\nout')
+    assert result.value == ['sent #1', 'sent #2', 'sent #3'] and len(sent) == 3
+    assert [c.source for c in result.calls] == ['live'] * 3 and result.note is None
+    # ... and the stuck detector still stops a loop of them, after `max_repeats` (10) real sends
+    with pytest.raises(WorkflowError, match=r'looks stuck.*send_email'):
+        h.run_sync('for i in range(200):\n    await send_email(to="y", body="same")\n')
+    assert sent.count(('y', 'same')) == 10
+    # A later script of the same scope (one orchestrator run) repeating them is answered: one success per call.
+    scope = h.new_scope()
+    h.run_sync('await send_email(to="z", body="once")', scope=scope)
+    again = h.run_sync('[await send_email(to="z", body="once"), await send_email(to="z", body="once")]', scope=scope)
+    assert sent.count(('z', 'once')) == 2 and [c.source for c in again.calls] == ['reused', 'live']

@@ -279,3 +279,58 @@ def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_h
     from harness._agent._toolset import WorkflowToolset
 
     assert 'approval' not in WorkflowToolset(h).description()
+
+
+def sending(h: Harness) -> list[tuple[str, str]]:
+    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
+    sent: list[tuple[str, str]] = []
+
+    @h.tool(side_effect=True)
+    async def send_email(*, to: str, body: str) -> str:
+        """Send an email."""
+        sent.append((to, body))
+        return f'sent #{len(sent)}'
+
+    return sent
+
+
+def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_result_says_so(make_harness):
+    """Issue 23.4: a later script of the same orchestrator run repeating a side effect that succeeded gets its result
+    instead of a second effect (one earlier success answers one call), and the model is told which call and where."""
+    for store in (':memory:', None):  # from the journal, and without one from what the scripts remembered
+        h = make_harness(store=store)
+        sent = sending(h)
+        seen: list[Any] = []
+        first = 'await send_email(to="x", body="hi")\nraise ValueError("then it broke")'
+        second = 'a = await send_email(to="x", body="hi")\nb = await send_email(to="x", body="hi")\n[a, b]'
+        h.orchestrator(scripted(first, second, seen=seen)).run_sync('email x')
+        assert sent == [('x', 'hi'), ('x', 'hi')]  # the retry's first call was answered; its second is one more: sent
+        [retry] = retried(seen)
+        assert 'then it broke' in retry
+        [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
+        assert returned.content['result'] == ['sent #1', 'sent #2']
+        note = returned.content['note']
+        assert 'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of ' \
+               'this orchestrator run (run ' in note, note
+        assert note.count('was not run again') == 1
+
+
+def test_a_turn_with_an_earlier_ones_result_repeats_its_side_effect_a_retry_of_a_lost_turn_does_not(make_harness):
+    """Issue 23.4, the Python API: turns of one conversation are told apart by pydantic-ai's `conversation_id`, which
+    the history's messages carry. A turn that has an earlier turn's result in its history and repeats its email means
+    a second one: it is sent. The same turn run again with the history it had (as when its messages were lost with
+    its process) is answered from the email it sent, and told where it ran. Another conversation sends its own."""
+    h = make_harness()
+    sent = sending(h)
+    script = 'await send_email(to="x", body="hi")'
+    first = h.orchestrator(scripted(script)).run_sync('email x')
+    h.orchestrator(scripted(script)).run_sync('email x again', message_history=first.all_messages())
+    assert sent == [('x', 'hi')] * 2  # the second turn had the first one's result: a second email was meant
+    seen: list[Any] = []
+    h.orchestrator(scripted(script, seen=seen)).run_sync('email x again', message_history=first.all_messages())
+    assert sent == [('x', 'hi')] * 2
+    [returned] = [p for p in seen if isinstance(p, ToolReturnPart)]
+    assert 'it already succeeded in an earlier script of this conversation (run ' in returned.content['note']
+    assert 'in a turn whose messages you do not have' in returned.content['note']
+    h.orchestrator(scripted(script)).run_sync('email x')  # another conversation: its own email
+    assert sent == [('x', 'hi')] * 3

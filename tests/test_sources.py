@@ -13,6 +13,8 @@ import pytest
 
 from harness._catalog._callees import Callee
 from harness._catalog._manifest import manifest
+from harness._dispatch._context import RunScope
+from harness._dispatch._effects import EarlierEffects, Effect
 from harness._dispatch._history import History
 from harness._dispatch._recorded import RecordedCalls
 from harness._dispatch._sources import (
@@ -20,6 +22,7 @@ from harness._dispatch._sources import (
     Baseline,
     Decisions,
     EarlierScript,
+    Effects,
     JournalAnswers,
     answer_sources,
     ask,
@@ -42,6 +45,11 @@ def callees(make_harness) -> dict[str, Callee]:
     def send(*, to: str) -> str:
         """Send a message."""
         return f'sent to {to}'
+
+    @h.tool(side_effect=True)
+    def email(*, to: str) -> str:
+        """Email someone."""
+        return f'emailed {to}'
 
     return dict(h.callees)
 
@@ -82,6 +90,25 @@ def test_an_earlier_scripts_result_answers_the_identical_call_only(callees):
     assert other.status == 'running'  # a source that does not answer leaves the record as it was
 
 
+def test_an_earlier_side_effect_answers_one_identical_call_each_and_never_one_of_its_own_script(callees):
+    """Issue 23.4: a side effect is answered only from earlier scripts, each success answering one call, so a retry
+    repeating it does not repeat the effect and a call the code makes once more than before runs."""
+    record = journaled('email', 4, 'emailed ann', to='ann')
+    record.side_effect = True
+    source = Effects(EarlierEffects.of([Effect.of('run-0', record)]))
+
+    first, second = call('email', seq=1, to='ann'), call('email', seq=2, to='ann')
+    assert source.answer(callees['email'], first) == {'return_value': 'emailed ann'}
+    assert (first.status, first.source) == ('ok', 'reused')
+    assert source.answer(callees['email'], second) is None  # one success answers one call: this one is sent
+    assert source.answer(callees['lookup'], call('lookup', word='ann')) is None  # not a side effect: not its call
+    assert 'email({"to":"ann"}) was not run again' in source.earlier.note()
+    assert '(run run-0, #4)' in source.earlier.note()
+    # An idempotent callee's earlier result answers; a side-effecting one's never does from `reusable`.
+    reusable = EarlierScript({reuse_key('email', {'to': 'bob'}): 'emailed bob'})
+    assert reusable.answer(callees['email'], call('email', to='bob')) is None
+
+
 def test_a_baseline_answers_the_nth_identical_call_with_its_nth_result(callees):
     recorded = RecordedCalls()
     baseline_run = [journaled('lookup', 1, 'first', word='cat'), journaled('lookup', 2, 'second', word='cat')]
@@ -117,10 +144,10 @@ def test_a_call_that_needs_approval_is_held_until_a_person_decides(callees):
 def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='cat')], manifest(callees, stubs=''))
-    reusable = {reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'}
-    sources = answer_sources(run_id='run-1', history=None, reusable=reusable, recorded=recorded, decisions={})
+    scope = RunScope(reusable={reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'})
+    sources = answer_sources(run_id='run-1', history=None, scope=scope, reuse=True, recorded=recorded, decisions={})
 
-    assert [type(s) for s in sources] == [EarlierScript, Baseline, Decisions]
+    assert [type(s) for s in sources] == [Effects, EarlierScript, Baseline, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', word='cat')) == {'return_value': 'from an earlier script'}
     assert recorded.answered == 0  # the baseline was not asked, so its result is still there for a later call
     assert ask(sources, callees['send'], call('send', seq=2, to='ann')) is HOLD
@@ -131,8 +158,20 @@ def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='dog')], manifest(callees, stubs=''))
     history = History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')})
-    sources = answer_sources(run_id='run-1', history=history, reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'},
-                             recorded=recorded, decisions={})
+    scope = RunScope(reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'})
+    sources = answer_sources(run_id='run-1', history=history, scope=scope, reuse=True, recorded=recorded, decisions={})
 
     assert [type(s) for s in sources] == [JournalAnswers, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live
+
+
+def test_a_resume_keeps_where_a_result_that_did_not_run_came_from(callees):
+    """A reused result resumed is still a reuse: not charged again, and not an effect that happened (issue 23.4)."""
+    reused = journaled('email', 1, 'emailed ann', to='ann')
+    reused.source, reused.side_effect = 'reused', True
+    source = JournalAnswers(History('resume', {1: reused, 2: journaled('lookup', 2, 'CAT', word='cat')}))
+
+    again, live = call('email', to='ann'), call('lookup', seq=2, word='cat')
+    source.answer(callees['email'], again)
+    source.answer(callees['lookup'], live)
+    assert (again.source, live.source) == ('reused', 'resumed')

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import CallRecord
+from harness._dispatch._effects import stored_effects
 from harness._errors import SnapshotError
 from harness._records import Checkpoint, RunRow
 from harness._store import RunStore, StoreError, Turn, WouldWait
@@ -148,6 +149,27 @@ def test_prefix_lookup_odd_characters(store: RunStore) -> None:
     with pytest.raises(StoreError, match='ambiguous'):
         store.get_run('a%')
     assert store.get_run('x\U0010ffff').run_id == 'x\U0010ffffy'  # type: ignore[union-attr]
+
+
+def test_a_runs_conversation_is_sealed_and_a_run_without_one_keeps_its_seal(db: Path, store: RunStore) -> None:
+    """Which conversation a run belongs to decides which side effects answer a later turn (issue 23.4): it is
+    sealed, so a run moved to another conversation in the store answers nothing there; a run without one is sealed
+    over exactly the fields it was before conversations were stored, so older stores still verify."""
+    effect = CallRecord(seq=1, callee='refund', arguments={'ticket': 'T-1'}, line=1, status='ok', result='done',
+                        side_effect=True)
+    store.create_run(RunRow(run_id='r-c', orchestrator_run_id='o-1', conversation_id='c-1'))
+    store.put_calls('r-c', [effect])
+    store.create_run(RunRow(run_id='r-n', orchestrator_run_id='o-1'))
+    assert store.verify('r-c') == [] == store.verify('r-n') and store.get_run('r-c').conversation_id == 'c-1'
+    before = ('run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
+              'orchestrator_run_id, inputs_json, access_json, catalog_json, calls_count, journal_head')
+    *fields, seal = raw(db).execute(f'SELECT {before}, seal FROM runs WHERE run_id = ?', ('r-n',)).fetchone()
+    assert store._sealer.check(seal, *fields)
+    assert [e.run_id for e in stored_effects(store, None, 'c-1')] == ['r-c']
+
+    raw(db).execute("UPDATE runs SET conversation_id = 'c-2' WHERE run_id = 'r-c'")
+    assert 'was modified after it was written' in store.verify('r-c')[0]
+    assert stored_effects(store, None, 'c-2') == []
 
 
 def test_a_running_run_nobody_holds_reads_as_interrupted(store: RunStore) -> None:

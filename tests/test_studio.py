@@ -23,7 +23,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from harness import Harness
+from harness import CallRecord, Harness
+from harness._records import RunRow
 from subagents import register_builtins
 from subagents.planner import demo_model
 
@@ -417,10 +418,13 @@ def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., St
 APPROVAL_SCRIPT = 'sent = await send_email(to="ops@example.com", body="deploy done")\nsent\n'
 
 
-def approval_model() -> FunctionModel:
-    """An orchestrator that sends one email through a script, then answers with what the script returned."""
+def approval_model(told: list[str] | None = None) -> FunctionModel:
+    """An orchestrator that sends one email through a script, then answers with what the script returned (`told`:
+    collects the instructions of each request)."""
 
-    def respond(messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if told is not None:
+            told.append(info.instructions or '')
         last = messages[-1]
         for part in last.parts if isinstance(last, ModelRequest) else []:
             if isinstance(part, ToolReturnPart):
@@ -620,3 +624,32 @@ def test_one_turn_at_a_time_per_conversation(studio: Callable[..., Studio]) -> N
         thread.join(60)
     assert [c['data']['status'] for c in first[0] if c['type'] == 'data-turn'] == ['completed']
     assert s.chat('conversation-four', 'two')[-1]['type'] == 'finish'  # free again once the turn ended
+
+
+def test_a_turn_after_an_interrupted_one_is_told_of_it_and_does_not_send_again(studio: Callable[..., Studio]) -> None:
+    """Issue 23.4: a studio turn whose conversation has a run nobody runs any more (its process died: stored `running`,
+    no lease) is told, before its first script, what finished and what never did; the email that was sent is not
+    sent again (nor asked for approval again): the script gets its result."""
+    told: list[str] = []
+    s = studio(model=approval_model(told))
+    store = s.harness.store
+    store.create_run(RunRow(run_id='deadbeef0001', script=APPROVAL_SCRIPT, conversation_id='conversation-six',
+                            orchestrator_run_id='dead-agent-run', catalog=s.harness.manifest()))
+    sent = CallRecord(seq=1, callee='send_email', arguments={'to': 'ops@example.com', 'body': 'deploy done'}, line=1,
+                      status='ok', result='sent to ops@example.com', duration=0.1, side_effect=True)
+    looking = CallRecord(seq=2, callee='lookup', arguments={'key': 'deploys'}, line=2)
+    store.put_calls('deadbeef0001', [sent, looking])
+    assert store.get_run('deadbeef0001').status == 'interrupted'
+
+    chunks = s.chat('conversation-six', 'tell ops the deploy is done')
+    [output] = [c['output'] for c in chunks if c['type'] == 'tool-output-available']
+    assert output['result'] == 'sent to ops@example.com'
+    assert 'it already succeeded in an earlier script of this conversation (run deadbeef0001, #1)' in output['note']
+    [new] = [r for r in store.list_runs() if r.run_id != 'deadbeef0001']
+    assert [(c.callee, c.source, c.status) for c in store.calls(new.run_id)] == [('send_email', 'reused', 'ok')]
+    assert new.conversation_id == 'conversation-six' and store.waiting_runs() == []  # no approval asked again
+    assert '- run deadbeef0001: 1 side effect(s) finished: #1 send_email(' in told[0], told[0]
+    assert 'started but never finished, outcome unknown: #2 lookup({"key":"deploys"})' in told[0]
+    told.clear()  # the turn after that one was told; the next is not, its scripts still answered from the ledger
+    s.chat('conversation-six', 'and once more')
+    assert told and not any('interrupted' in text for text in told)

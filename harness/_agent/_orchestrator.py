@@ -1,20 +1,43 @@
 """The orchestrator: the `run_workflow` tool as a pydantic-ai capability for any agent, and an Agent whose only
-tool it is. The `Harness` facade is an `Orchestration`."""
+tool it is. The capability also tells each turn, before its first script, what an interrupted earlier turn of its
+conversation left (`_dispatch._effects`). The `Harness` facade is an `Orchestration`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any, cast
 
-from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.capabilities import Toolset
+from pydantic_ai import Agent, DeferredToolRequests, RunContext
+from pydantic_ai.capabilities import AbstractCapability, Toolset
 
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
+from .._dispatch._effects import interrupted_notice, interrupted_runs
 from .._records import EventHandler
 from .._tracing._setup import configure_tracing
 from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._toolset import WorkflowHost, WorkflowToolset
+
+
+@dataclasses.dataclass
+class WorkflowCapability(Toolset[Any]):
+    """The `run_workflow` tool, and what the model must know before its first script: the runs an earlier turn of
+    its conversation left interrupted, with the calls that never finished and the side effects that did."""
+
+    host: WorkflowHost | None = None
+    notice: str | None = None
+    """Read from the store once per agent run (`for_run`), so the model is told before any new script runs."""
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        store = self.host.store if self.host is not None else None
+        if store is None or ctx.conversation_id is None:
+            return self
+        notice = interrupted_notice(interrupted_runs(store, ctx.conversation_id))
+        return dataclasses.replace(self, notice=notice) if notice else self
+
+    def get_instructions(self) -> str | None:
+        return self.notice
 
 
 class Orchestration:
@@ -35,7 +58,10 @@ class Orchestration:
         if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
             configure_tracing()
         host = cast(WorkflowHost, self)  # the Harness this is part of
-        return Toolset(toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)))
+        # On Temporal the agent runs in workflow code, which reads no store; and a Temporal conversation's turn is
+        # never lost with a process (its history is the workflow's), so there is no interrupted turn to tell of.
+        return WorkflowCapability(toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)),
+                                  host=None if self.temporal else host)
 
     def orchestrator(
         self,

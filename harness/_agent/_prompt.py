@@ -78,6 +78,11 @@ def budgets(
         lines.append(f'- host tool calls ({", ".join(tools)}): {limit}.')
     lines.append('- A call identical to one that already succeeded (same function, same arguments) is answered '
                  'from its stored result and costs nothing; when the budget runs out, calls raise RuntimeError.')
+    effects = sorted(name for name, c in callees.items() if c.side_effect)
+    if effects:  # a side effect happens as often as the script asks for it (`_dispatch._effects`)
+        lines.append(f'- Except side effects ({", ".join(effects)}): each call a script makes runs; only a later '
+                     'script repeating one that already succeeded (a retry, or a turn after one that was cut off) '
+                     'gets its stored result instead of doing it again, and is told so.')
     if max_repeats is not None:
         lines.append(f'- The same call more than {max_repeats} times in one script stops it as stuck: keep a '
                      f'result in a variable. So does calling a function again after it failed the same way '

@@ -3,8 +3,9 @@
 One tool, whose description carries the sandbox rules and the catalog (`Harness.stubs()`, byte for
 byte what the checker uses). A failed check or a script error returns to the model as a retry
 with ty's or the traceback's message and the results already completed; only the script's final
-value (and its printed output, if any) returns on success. One budget is shared by every script of
-one orchestrator run.
+value (and its printed output, if any) returns on success. Either way a note names the side effects
+answered from an earlier script instead of run again (`_dispatch._effects`). One budget is shared by
+every script of one orchestrator run.
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ class WorkflowToolset(AbstractToolset[Any]):
             usage=ctx.usage,
             model=ctx.model,
             orchestrator_run_id=ctx.run_id,
+            conversation_id=ctx.conversation_id,
+            seen=frozenset(m.run_id for m in ctx.messages if m.run_id and m.run_id != ctx.run_id),
             prompt=prompt.splitlines()[0][:200] if prompt else None,
             access=self.access,
         )
@@ -208,7 +211,8 @@ class WorkflowToolset(AbstractToolset[Any]):
 
     def failure(self, exc: WorkflowError) -> str:
         """What the model reads of a failed script: the message, the completed results, what it printed."""
-        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}'
+        note = f'\n\n{exc.note}' if exc.note else ''
+        return f'{self.bounded(exc)}{completed_section(exc.completed)}{printed_section(exc.printed)}{note}'
 
     def bounded(self, exc: WorkflowError) -> str:
         """An error message as the model reads it: cut at `limits['max_error_chars']` (the run keeps it whole)."""

@@ -7,6 +7,7 @@ the turn a script belongs to.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .._dispatch._effects import interrupted_runs
 from .._records import RunRow, new_run_id
 from .._store import Conversation, RunStore, StoreError, Turn
 from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
@@ -90,6 +92,21 @@ class Session:
             self.console.print(f'[dim]you> {escape(cut(t.prompt, 200))}[/dim]')
             if t.answer:
                 self.console.print(f'[dim]orchestrator> {escape(cut(" ".join(t.answer.split()), 200))}[/dim]')
+        for run_id, calls in interrupted_runs(self.store, found.conversation_id):  # the next turn is told too
+            self.console.print(f'[yellow]run {run_id} of an earlier turn was interrupted after {len(calls)} call(s); '
+                               f'the next turn is told what it finished (harness show {run_id})[/yellow]')
+
+    def begin(self, prompt: str) -> str | None:
+        """The stored conversation this turn is one of, saved before the turn runs: a turn whose process dies is still
+        in it, so `chat --continue` continues it, and its next turn is told what the dead one left and is answered
+        from the side effects it finished (its scripts' runs carry the conversation's id)."""
+        if self.store is None:
+            return None
+        if self.conversation is None:
+            self.conversation = new_conversation(new_run_id(), prompt, self.model_label)
+            with contextlib.suppress(StoreError):  # the turn's record tries again (`record`), and says if it fails
+                self.store.save_conversation(self.conversation)
+        return self.conversation.conversation_id
 
     def record(self, prompt: str, outcome: TurnOutcome, status: str, error: str | None = None) -> None:
         """Store the turn, and the conversation's messages after it (only a completed turn adds messages)."""
@@ -97,7 +114,7 @@ class Session:
             return
         from pydantic_ai.messages import ModelMessagesTypeAdapter
 
-        if self.conversation is None:
+        if self.conversation is None:  # `begin` made it; this is for a caller that did not
             self.conversation = new_conversation(new_run_id(), prompt, self.model_label)
         first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
         turn = Turn(self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
@@ -123,14 +140,16 @@ class Session:
         self.last_prompt = prompt
         outcome = TurnOutcome()
         self.last = outcome
+        conversation_id = self.begin(prompt)
         try:
-            self.runner.run(run_turn(self.agent, prompt, history=self.history, view=self.view, outcome=outcome))
+            self.runner.run(run_turn(self.agent, prompt, history=self.history, view=self.view, outcome=outcome,
+                                     conversation_id=conversation_id))
             while not isinstance(outcome.output, str | None):  # a run waits for a person: ask, then go on
                 decided = self.decide(outcome.output)
                 if decided is None:
                     break
                 self.runner.run(run_turn(self.agent, None, history=outcome.messages, view=self.view,
-                                         outcome=outcome, deferred=decided))
+                                         outcome=outcome, deferred=decided, conversation_id=conversation_id))
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             by = 'by `harness cancel`' if isinstance(exc, asyncio.CancelledError) else ''
             self.cancelled(outcome, by)

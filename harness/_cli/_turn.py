@@ -109,10 +109,12 @@ async def run_turn(
     view: TurnView,
     outcome: TurnOutcome | None = None,
     deferred: Any = None,
+    conversation_id: str | None = None,
 ) -> TurnOutcome:
     """Run one turn, streaming it to `view`. `outcome` (when given) is filled in as the turn goes, so a
     caller that is interrupted still knows the turn's run id and trace. With `deferred` (pydantic-ai's
-    `DeferredToolResults`), the turn goes on after a person decided on the calls it waited for."""
+    `DeferredToolResults`), the turn goes on after a person decided on the calls it waited for.
+    `conversation_id`: the stored conversation the turn is one of, which its scripts' runs carry."""
     outcome = outcome if outcome is not None else TurnOutcome()
     console = view.console
     # The calls this agent run continues: pydantic-ai calls each approved one again, once, first. A tool call
@@ -122,7 +124,7 @@ async def run_turn(
     RECORDER.expect(agent_run_id)
     try:
         async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred,
-                              run_id=agent_run_id) as run:
+                              run_id=agent_run_id, conversation_id=conversation_id) as run:
             outcome.agent_run_id = run.run_id
             outcome.agent_run_ids.append(run.run_id)
             context = trace.get_current_span().get_span_context()  # the agent run's span, when traced

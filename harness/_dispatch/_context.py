@@ -10,6 +10,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from .._catalog._rules import Access
 from ._budget import Budget
+from ._effects import Effect
 
 
 @dataclass
@@ -33,8 +34,16 @@ class RunScope:
     orchestrator_run_id: str | None = None
     access: Access = field(default_factory=Access)
     """Which callees the orchestrator's scripts may call (`orchestrator(allow=..., deny=...)`)."""
+    conversation_id: str | None = None
+    """The conversation the orchestrator run is a turn of (pydantic-ai's `RunContext.conversation_id`)."""
+    seen: frozenset[str] = frozenset()
+    """The earlier agent runs whose messages are in this one's history: the model has their results, so their side
+    effects are not answered again (a repeat is meant); those of a turn it has no messages of are (`_effects`)."""
     reusable: dict[str, JsonValue] = field(default_factory=dict)
-    """Results of completed calls by (callee, arguments): a retried script gets them without paying again."""
+    """Results of completed idempotent calls by (callee, arguments): a retried script gets them without paying again."""
+    effects: list[Effect] = field(default_factory=list)
+    """Side effects that succeeded in the scope's scripts (and, read from the store at each script's start, in the
+    conversation's): a later script repeating one is answered, not run again (`_effects`)."""
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ from ._context import CallContext, RunScope
 from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
-from ._sources import Hold, answer_sources, ask, reuse_key
+from ._sources import Hold, answer_sources, ask, remember
 from ._starters import LocalTasks, Starter
 
 MAX_WITHHELD = 1_000
@@ -115,8 +115,8 @@ class Dispatcher:
         self.journal = journal
         self.history = history
         self.sources = answer_sources(
-            run_id=run_id, history=history, reusable=scope.reusable if reuse else None,
-            recorded=recorded_calls(), decisions=dict(decisions or {}),
+            run_id=run_id, history=history, scope=scope, reuse=reuse, recorded=recorded_calls(),
+            decisions=dict(decisions or {}),
         )
         """Asked in order for each call's answer (`_sources`); the baseline is an eval case's (`reuse_calls`), set
         around the case's orchestrator run."""
@@ -383,11 +383,8 @@ class Dispatcher:
         self.remember(finished)
 
     def remember(self, records: list[CallRecord]) -> None:
-        """Results a later identical call of this orchestrator run may reuse: live ones once journaled, and
-        the baseline's answers at the same point (so a reusing eval reuses where its baseline did)."""
-        for record in records:
-            if record.status == 'ok' and record.source in ('live', 'baseline'):
-                self.scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
+        """Results later calls of this orchestrator run may be answered from, once journaled (`_sources.remember`)."""
+        remember(self.scope, self.run_id, records)
 
     async def drain(self) -> None:
         """The script is stopped with calls admitted within the budget (a fan-out far past it): they still run to

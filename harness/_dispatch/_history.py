@@ -81,8 +81,8 @@ class History:
         if seq in self.answers:
             return answered(record, 'answered', result=self.answers[seq])
         record.attempt = row.attempt
-        if row.status == 'ok':  # a result someone supplied stays supplied: the rules tell it from one that ran
-            return answered(record, row.source if row.source in SUPPLIED else self.source, result=row.result)
+        if row.status == 'ok':
+            return answered(record, self.origin(row), result=row.result)
         if row.status == 'error':
             return answered(record, self.source, error=row.error or f'{row.callee} failed')
         if row.status == 'refused':
@@ -106,6 +106,15 @@ class History:
             )
         record.attempt = row.attempt + 1
         return None
+
+    def origin(self, row: CallRecord) -> CallSource:
+        """The source a journaled success is answered as: a resume keeps where a result that did not run came from
+        (reused, answered, a baseline's, a fork's), so it is charged as before and never taken for a side effect
+        that happened (`_effects`); a supplied result (`SUPPLIED`) stays supplied in every mode, so the rules
+        still tell it from one that ran; else this history's own source."""
+        if row.source in SUPPLIED or (self.mode == 'resume' and row.source not in ('live', 'resumed')):
+            return row.source
+        return self.source
 
     def spent(self, record: CallRecord) -> bool:
         """Whether the recorded run spent budget on this call: the journal's call at its position, unless

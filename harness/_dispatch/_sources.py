@@ -10,10 +10,12 @@ The order (`answer_sources`) is part of the contract:
 
 1. `JournalAnswers`: resume, replay and fork answer from the journal (`History`). A run with a
    history is answered from it alone, never from an earlier script or a baseline.
-2. `EarlierScript`: an identical call completed by an earlier script of the same orchestrator run
-   (`reuse`). Not charged (the dispatcher sees `source == 'reused'`).
-3. `Baseline`: an eval baseline's result (`reuse_calls`), charged like the live call it replaces.
-4. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval
+2. `Effects`: a side-effecting call that already succeeded in an earlier script of the same orchestrator
+   run or conversation (`_effects`: never one of this script, each success answering one call). Not charged.
+3. `EarlierScript`: an identical call of an idempotent callee completed by this or an earlier script of the
+   same orchestrator run (`reuse`). Not charged (the dispatcher sees `source == 'reused'`).
+4. `Baseline`: an eval baseline's result (`reuse_calls`), charged like the live call it replaces.
+5. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval
    lets it run; with no decision the call is held (`HOLD`): journaled `waiting`, never run, and the run
    stops for it. It is last because an approved call runs live, which is what None means here.
 
@@ -41,6 +43,8 @@ from .._tracing._names import (
     approval_span_name,
 )
 from .._tracing._setup import TRACER
+from ._context import RunScope
+from ._effects import EarlierEffects, Effect, is_effect
 from ._history import History, answered
 from ._recorded import RecordedCalls
 
@@ -74,13 +78,30 @@ class JournalAnswers:
 
 
 @dataclass
+class Effects:
+    """A side-effecting call that succeeded in an earlier script (`_effects.EarlierEffects`): its result, so a
+    retry does not repeat the effect; the record's call is not run again."""
+
+    earlier: EarlierEffects
+
+    def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        if not callee.side_effect:
+            return None
+        effect = self.earlier.take(record)
+        return None if effect is None else answered(record, 'reused', result=effect.result)
+
+
+@dataclass
 class EarlierScript:
-    """An identical call that completed in an earlier script of the same orchestrator run (`RunScope.reusable`,
-    filled by `Dispatcher.remember`)."""
+    """An identical call of an idempotent callee that completed in this or an earlier script of the same
+    orchestrator run (`RunScope.reusable`, filled by `remember`). A side effect is never answered here: within one
+    script every one runs (`Effects` answers those of earlier scripts)."""
 
     reusable: Mapping[str, JsonValue]
 
     def answer(self, callee: Callee, record: CallRecord) -> Answer:
+        if callee.side_effect:
+            return None
         key = reuse_key(record.callee, record.arguments)
         if key not in self.reusable:
             return None
@@ -135,18 +156,36 @@ def answer_sources(
     *,
     run_id: str,
     history: History | None,
-    reusable: Mapping[str, JsonValue] | None,
+    scope: RunScope,
+    reuse: bool,
     recorded: RecordedCalls | None,
     decisions: Mapping[int, Decision],
 ) -> tuple[AnswerSource, ...]:
-    """The sources one script's calls are asked, in order (see the module docstring). `reusable` and
-    `recorded` are ignored for a run with a history: its journal is the only record it follows."""
+    """The sources one script's calls are asked, in order (see the module docstring). The scope's reusable results
+    (with `reuse`), its side effects and `recorded` are ignored for a run with a history: its journal is the only
+    record it follows. The side effects are taken as they are now, before the script's first call."""
     if history is not None:
         first: list[AnswerSource] = [JournalAnswers(history)]
     else:
-        first = [*([EarlierScript(reusable)] if reusable is not None else []),
+        first = [Effects(EarlierEffects.of(scope.effects)), *([EarlierScript(scope.reusable)] if reuse else []),
                  *([Baseline(recorded)] if recorded is not None else [])]
     return (*first, Decisions(run_id, decisions))
+
+
+def remember(scope: RunScope, run_id: str, records: list[CallRecord]) -> None:
+    """Journaled results later calls of the scope may be answered from: an idempotent callee's live result (and the
+    baseline's answers at the same point, so a reusing eval reuses where its baseline did), and a side effect that
+    happened, for later scripts only (`Effects`)."""
+    for record in records:
+        if record.status == 'ok' and record.source in ('live', 'baseline'):
+            scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
+        if is_effect(record):
+            scope.effects.append(Effect.of(run_id, record))
+
+
+def effects_note(sources: tuple[AnswerSource, ...]) -> str | None:
+    """What the model reads of the script's calls the `Effects` source answered, if any."""
+    return next((s.earlier.note() for s in sources if isinstance(s, Effects)), None)
 
 
 def ask(sources: tuple[AnswerSource, ...], callee: Callee, record: CallRecord) -> Answer:

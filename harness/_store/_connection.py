@@ -188,6 +188,9 @@ MIGRATIONS: list[tuple[str, ...]] = [
     # 9 -> 10: every agent run of a turn (one more each time it continues after approvals), so the orchestrator
     # spans of all of them are read with any run of the turn and deleted with the last (NULL: `agent_run_id` only).
     ('ALTER TABLE turns ADD COLUMN agent_run_ids_json TEXT',),
+    # 10 -> 11: the conversation an orchestrator run's scripts belong to, so a later turn is answered from the side
+    # effects an earlier one finished and is told what an interrupted one left unknown (`_dispatch._effects`).
+    ('ALTER TABLE runs ADD COLUMN conversation_id TEXT', 'CREATE INDEX runs_conversation ON runs (conversation_id)'),
 ]
 
 

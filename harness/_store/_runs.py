@@ -38,7 +38,8 @@ LEASE_SECONDS = 30.0
 # Column order of each table as selected; the `*_from_db` helpers below depend on it.
 _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
-    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json'
+    'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, '
+    'conversation_id'
 )
 _RUN_READ = f'{_RUN_COLUMNS}, owner, lease_until'
 """A run as read: its columns and its lease, from which `shown_status` tells a run nobody runs any more."""
@@ -47,10 +48,12 @@ _CALL_COLUMNS = (
     'attempt, source, side_effect'
 )
 _SEALED_RUN = (
-    'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, orchestrator_run_id, '
-    'inputs_json, access_json, catalog_json, calls_count, journal_head'
+    'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
+    'CASE WHEN conversation_id IS NULL THEN orchestrator_run_id ELSE json_array(orchestrator_run_id, conversation_id) '
+    'END, inputs_json, access_json, catalog_json, calls_count, journal_head'
 )
-"""What a run's seal covers (its last column, the journal's head, is read by position in `verify`)."""
+"""What a run's seal covers (its last column, the journal's head, is read by position in `verify`). The conversation
+is sealed with the orchestrator run, and only when there is one, so runs sealed before it existed still verify."""
 
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {
@@ -76,7 +79,7 @@ class Runs(Snapshots):
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, encode(run.inputs, 'run inputs'), 0,
-            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'),
+            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'), run.conversation_id,
         )  # fmt: skip
 
         def write(conn: sqlite3.Connection) -> None:
@@ -178,6 +181,33 @@ class Runs(Snapshots):
             ).fetchall()
         )
         return [row[0] for row in rows]
+
+    def side_effects(
+        self, orchestrator_run_id: str | None, conversation_id: str | None
+    ) -> list[tuple[RunRow, list[CallRecord]]]:
+        """The runs of one orchestrator run or conversation that journaled a side-effecting success, oldest first,
+        each with those calls (their status `ok`, any source: the caller picks the effects, `_effects.is_effect`)."""
+
+        def read(conn: sqlite3.Connection) -> list[tuple[RunRow, list[CallRecord]]]:
+            runs = [_run_from_db(row) for row in conn.execute(
+                f'SELECT {_RUN_READ} FROM runs WHERE (orchestrator_run_id = ? OR conversation_id = ?) AND EXISTS '
+                "(SELECT 1 FROM calls c WHERE c.run_id = runs.run_id AND c.side_effect = 1 AND c.status = 'ok') "
+                'ORDER BY created, rowid', (orchestrator_run_id, conversation_id))]
+            return [(run, [_call_from_db(row) for row in conn.execute(
+                f"SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND side_effect = 1 AND status = 'ok' "
+                'ORDER BY seq', (run.run_id,))]) for run in runs]
+
+        if orchestrator_run_id is None and conversation_id is None:
+            return []
+        return self._read(read)
+
+    def statuses_of_conversation(self, conversation_id: str) -> list[tuple[str, RunStatus]]:
+        """The runs (scripts) the turns of one conversation wrote, oldest first: their ids and shown statuses."""
+        rows = self._read(lambda conn: conn.execute(
+            'SELECT run_id, status, owner, lease_until FROM runs WHERE conversation_id = ? ORDER BY created, rowid',
+            (conversation_id,)).fetchall())
+        now = time.time()
+        return [(run_id, shown_status(status, owner, lease_until, now)) for run_id, status, owner, lease_until in rows]
 
     def forks_of(self, run_id: str) -> list[RunRow]:
         """The runs forked from `run_id`, oldest first."""
@@ -393,7 +423,7 @@ class Runs(Snapshots):
                 if not self._sealer.check(row[-1], *row[:-1]):
                     return [f'call #{expected} of run {run_id} was modified after it was written (or copied from '
                             'another run): it does not match its seal']
-            stored_head = run[_SEALED_RUN.count(',')] or ''
+            stored_head = run[-2] or ''  # the journal's head, before the seal
             sealed_with = head if stored_head.startswith(HEAD_FORMAT) else chained_head
             if sealed_with(row[-1] for row in rows) != stored_head:
                 return [f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
@@ -474,7 +504,7 @@ def _prefix_params(prefix: str) -> tuple[Any, ...]:
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
     (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
-     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, owner,
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, conversation_id, owner,
      lease_until) = row  # fmt: skip
     status = shown_status(status, owner, lease_until, time.time())
     return RunRow(
@@ -482,7 +512,7 @@ def _run_from_db(row: tuple[Any, ...]) -> RunRow:
         updated=updated, prompt=prompt, value=decode(value_json), error=error, duration=duration,
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=decode(inputs_json), calls_count=calls_count,
-        access=decode(access_json), catalog=decode(catalog_json),
+        access=decode(access_json), catalog=decode(catalog_json), conversation_id=conversation_id,
     )  # fmt: skip
 
 

@@ -124,7 +124,7 @@ class Chat:
             yield self.record(turn)
 
         stream = adapter.run_stream(message_history=turn.history, deferred_tool_results=turn.deferred,
-                                    run_id=agent_run_id, on_complete=on_complete)
+                                    run_id=agent_run_id, conversation_id=turn.conversation_id, on_complete=on_complete)
         return adapter.streaming_response(self.merged(stream, events, turn))
 
     def prepare(self, run_input: Any, *, continuing: bool) -> StudioTurn:

@@ -40,10 +40,11 @@ class ConversationWorkflow:
         self.turn = asyncio.Lock()  # one turn at a time, in the order the updates arrived
         self.closed = False
         self.agent = 'orchestrator'
+        self.conversation_id: str | None = None
 
     @workflow.run
     async def run(self, start: ConversationStart) -> str:
-        self.agent = start.agent
+        self.agent, self.conversation_id = start.agent, start.conversation_id
         if start.messages:
             self.history = list(ModelMessagesTypeAdapter.validate_json(start.messages))
         await workflow.wait_condition(
@@ -59,7 +60,8 @@ class ConversationWorkflow:
         """One turn: the orchestrator answers `prompt`, with the conversation so far."""
         async with self.turn:
             agent = ORCHESTRATORS[self.agent]
-            result = await agent.run(prompt, message_history=self.history)
+            # The conversation's id, so its scripts' runs carry it: a later turn is answered from its side effects.
+            result = await agent.run(prompt, message_history=self.history, conversation_id=self.conversation_id)
             self.history = result.all_messages()
             return str(result.output)
 

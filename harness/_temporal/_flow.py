@@ -44,6 +44,9 @@ class ScriptStart:
     access: dict[str, Any] | None = None
     prompt: str | None = None
     orchestrator_run_id: str | None = None
+    conversation_id: str | None = None
+    seen: list[str] = field(default_factory=list)
+    """The agent runs whose messages the orchestrator run has (`RunScope.seen`)."""
     queues: dict[str, str] = field(default_factory=dict)
     """Callee name -> task queue, for callees with workers of their own."""
     printed: list[str] = field(default_factory=list)

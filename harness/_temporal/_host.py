@@ -119,7 +119,8 @@ class Steps:
         async with heartbeating():
             try:
                 if store.get_run(start.run_id) is None:
-                    scope = h.new_scope(prompt=start.prompt, orchestrator_run_id=start.orchestrator_run_id)
+                    scope = h.new_scope(prompt=start.prompt, orchestrator_run_id=start.orchestrator_run_id,
+                                        conversation_id=start.conversation_id, seen=frozenset(start.seen))
                     result = await h.start_run(start.run_id, start.code, start.inputs, scope,
                                                Access.from_json(start.access), starter=Activities(),
                                                spent=spent_elsewhere(store, start.orchestrator_run_id))
@@ -308,7 +309,8 @@ async def run_on_temporal(
     touches the store: workflow code must stay deterministic.
     """
     start = ScriptStart(run_id='', code=code, inputs=inputs, access=access.to_json(), prompt=scope.prompt,
-                        orchestrator_run_id=scope.orchestrator_run_id, queues=dict(harness.task_queues))
+                        orchestrator_run_id=scope.orchestrator_run_id, conversation_id=scope.conversation_id,
+                        seen=sorted(scope.seen), queues=dict(harness.task_queues))
     if workflow.in_workflow():
         start.run_id = workflow.uuid4().hex[:24]
         out = await workflow.execute_child_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
