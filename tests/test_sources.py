@@ -7,6 +7,7 @@ reuse, `reuse_calls`, approvals) is tested with the engine; these hold the piece
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from harness._dispatch._sources import (
     JournalAnswers,
     answer_sources,
     ask,
+    remember,
     reuse_key,
 )
 from harness._errors import ReplayDivergence
@@ -88,6 +90,18 @@ def test_an_earlier_scripts_result_answers_the_identical_call_only(callees):
     other = call('lookup', word='dog')
     assert source.answer(callees['lookup'], other) is None
     assert other.status == 'running'  # a source that does not answer leaves the record as it was
+
+
+def test_a_baseline_answer_answered_again_is_still_the_baselines(callees):
+    """Issue 23.3: an eval baseline's result a later identical call reuses is still supplied, not run, so no rule
+    takes it for a predecessor that ran (it was 'reused', which the rules trust)."""
+    scope = RunScope()
+    remember(scope, 'r-1', [replace(journaled('lookup', 1, 'CAT', word='cat'), source='baseline'),
+                            journaled('lookup', 2, 'DOG', word='dog')])
+    source = EarlierScript(scope.reusable, scope.supplied)
+    cat, dog = call('lookup', word='cat'), call('lookup', seq=2, word='dog')
+    assert source.answer(callees['lookup'], cat) == {'return_value': 'CAT'} and cat.source == 'baseline'
+    assert source.answer(callees['lookup'], dog) == {'return_value': 'DOG'} and dog.source == 'reused'
 
 
 def test_an_earlier_side_effect_answers_one_identical_call_each_and_never_one_of_its_own_script(callees):

@@ -41,6 +41,9 @@ class RunScope:
     effects are not answered again (a repeat is meant); those of a turn it has no messages of are (`_effects`)."""
     reusable: dict[str, JsonValue] = field(default_factory=dict)
     """Results of completed idempotent calls by (callee, arguments): a retried script gets them without paying again."""
+    supplied: set[str] = field(default_factory=set)
+    """The keys of `reusable` whose result an eval baseline supplied: answered again, it is still the baseline's
+    (charged, and never taken for a predecessor that ran: `SUPPLIED`)."""
     effects: list[Effect] = field(default_factory=list)
     """Side effects that succeeded in the scope's scripts (and, read from the store at each script's start, in the
     conversation's): a later script repeating one is answered, not run again (`_effects`)."""

@@ -25,7 +25,7 @@ A rule's refusal comes before every source and a replay's budget charge before t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -98,6 +98,8 @@ class EarlierScript:
     script every one runs (`Effects` answers those of earlier scripts)."""
 
     reusable: Mapping[str, JsonValue]
+    supplied: Set[str] = frozenset()
+    """Keys whose result a baseline supplied: answered as the baseline's, so a rule never takes it for a run."""
 
     def answer(self, callee: Callee, record: CallRecord) -> Answer:
         if callee.side_effect:
@@ -105,13 +107,13 @@ class EarlierScript:
         key = reuse_key(record.callee, record.arguments)
         if key not in self.reusable:
             return None
-        return answered(record, 'reused', result=self.reusable[key])
+        return answered(record, 'baseline' if key in self.supplied else 'reused', result=self.reusable[key])
 
 
 @dataclass
 class Baseline:
-    """The baseline eval's journal (`reuse_calls`): charged like a live call, so the budget, the rules and
-    later reuse see the run the baseline saw."""
+    """The baseline eval's journal (`reuse_calls`): charged like a live call, so the budget and later reuse see
+    the run the baseline saw; its answers are supplied (`SUPPLIED`): they never authorise a side effect."""
 
     recorded: RecordedCalls
 
@@ -167,7 +169,7 @@ def answer_sources(
     if history is not None:
         first: list[AnswerSource] = [JournalAnswers(history)]
     else:
-        first = [Effects(EarlierEffects.of(scope.effects)), *([EarlierScript(scope.reusable)] if reuse else []),
+        first = [Effects(EarlierEffects.of(scope.effects)), *([EarlierScript(scope.reusable, scope.supplied)] if reuse else []),
                  *([Baseline(recorded)] if recorded is not None else [])]
     return (*first, Decisions(run_id, decisions))
 
@@ -178,7 +180,10 @@ def remember(scope: RunScope, run_id: str, records: list[CallRecord]) -> None:
     happened, for later scripts only (`Effects`)."""
     for record in records:
         if record.status == 'ok' and record.source in ('live', 'baseline'):
-            scope.reusable.setdefault(reuse_key(record.callee, record.arguments), record.result)
+            key = reuse_key(record.callee, record.arguments)
+            if key not in scope.reusable and record.source == 'baseline':
+                scope.supplied.add(key)
+            scope.reusable.setdefault(key, record.result)
         if is_effect(record):
             scope.effects.append(Effect.of(run_id, record))
 
