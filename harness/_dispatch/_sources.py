@@ -169,7 +169,8 @@ def answer_sources(
     if history is not None:
         first: list[AnswerSource] = [JournalAnswers(history)]
     else:
-        first = [Effects(EarlierEffects.of(scope.effects)), *([EarlierScript(scope.reusable, scope.supplied)] if reuse else []),
+        earlier = [EarlierScript(scope.reusable, scope.supplied)] if reuse else []
+        first = [Effects(EarlierEffects.of(scope.effects)), *earlier,
                  *([Baseline(recorded)] if recorded is not None else [])]
     return (*first, Decisions(run_id, decisions))
 
