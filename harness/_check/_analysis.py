@@ -82,6 +82,12 @@ class Analysis:
         return not self.incomplete
 
     @property
+    def findings(self) -> list[str]:
+        """What `check` warns of (and `strict=True` refuses): the violations, then what could not be followed."""
+        return [*self.violations, *(f'line {line}: {reason}; the analysis cannot tell which calls it makes, so '
+                                    'strict mode refuses the script' for line, reason in self.incomplete)]
+
+    @property
     def bounds(self) -> dict[str, int | None]:
         """Per callee, the most calls the script can make of it: the sum over its sites; None when a site
         is unbounded or the callee is used as a value (a value can be called anywhere, any number of times)."""

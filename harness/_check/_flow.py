@@ -238,9 +238,12 @@ class Walker:
         self.loops.append(loop)
         saved = self.context
         self.context = dataclasses.replace(saved, loops=(*saved.loops, bound))
-        first, mark = len(self.flow.nodes), len(self.flow.edges)
+        first, mark, jumps = len(self.flow.nodes), len(self.flow.edges), len(self.jumps)
         end = body(state)
         back = join(end, *(j.state for j in loop.continues))
+        for jump in self.jumps[jumps:]:  # a break or return made before any call of a later turn
+            if jump.state.frontier & state.frontier and jump not in loop.continues:
+                jump.state = State(jump.state.done, jump.state.frontier | back.frontier)
         entries = sorted({dst for src, dst, kind in self.flow.edges[mark:] if kind == 'next' and src in state.frontier
                           and dst.startswith('n') and int(dst[1:]) >= first}, key=lambda n: int(n[1:]))
         for dst in entries:

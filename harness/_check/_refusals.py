@@ -2,12 +2,13 @@
 
 Two lists, one for each user: `unfollowable` is what the analysis cannot follow at all (code made at
 run time, names looked up by a computed string): `analyze` reports it as incomplete. `refusals` adds
-what the analysis follows only coarsely and a script has a direct alternative for (a class, whose
-methods may run anywhere; a script binding that shadows a catalog function, so that a call by that
-name may not be the callee's): the checker refuses all of them, each with a message naming the
-alternative. Measured against pydantic-monty 1.4.0: `eval`, `exec`, `locals`, `getattr`/`setattr`
-and classes run there; `globals`, `vars`, `compile`, `__import__`, `__builtins__` and `__dict__`
-do not exist in the sandbox, so they cannot hide a call and are not listed.
+what the analysis follows only coarsely and a script has a direct alternative for (a class with
+methods, which may run anywhere, while a data class with fields only is fine; a script binding that
+shadows a catalog function, so that a call by that name may not be the callee's): the checker
+refuses all of them, each with a message naming the alternative. Measured against pydantic-monty
+1.4.0: `eval`, `exec`, `locals`, `getattr`/`setattr` and classes run there; `globals`, `vars`,
+`compile`, `__import__`, `__builtins__` and `__dict__` do not exist in the sandbox, so they cannot
+hide a call and are not listed.
 """
 
 from __future__ import annotations
@@ -43,13 +44,17 @@ def refusals(tree: ast.Module, scopes: Scopes, functions: set[str]) -> list[tupl
     """(node, message) for each construct the checker refuses; `functions`: the catalog's (and the
     join helpers') names."""
     found = unfollowable(tree, scopes)
-    found += [(node, 'classes are refused in workflow scripts (a method\'s calls cannot be checked before the run): '
-                     'use functions, and dicts for data')
-              for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    found += [(node, 'a class with methods is refused in workflow scripts (a method\'s calls cannot be checked '
+                     'before the run): use functions, and dicts (or a @dataclass with fields only) for data')
+              for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and _methods(node)]
     found += [(node, f'`{name}` is a catalog function: {_binding(node)} here would hide its calls from the checks; '
                      'use another name')
               for name, node in scopes.bindings_of(functions)]
     return _in_order(found)
+
+
+def _methods(node: ast.ClassDef) -> bool:
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) for n in ast.walk(node))
 
 
 def _literal_name(node: ast.Call) -> bool:
@@ -65,7 +70,7 @@ def _binding(node: ast.AST) -> str:
         return 'a parameter of that name'
     if isinstance(node, ast.Import | ast.ImportFrom):
         return 'an import of that name'
-    return 'assigning to that name'
+    return 'binding that name (an assignment, a loop variable, `:=`, an `except ... as`)'
 
 
 def _in_order(found: list[tuple[ast.AST, str]]) -> list[tuple[ast.AST, str]]:
