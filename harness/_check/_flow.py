@@ -38,7 +38,8 @@ JOINS = frozenset({'gather', 'settle_all', 'settled', 'first_of', 'quorum', 'wit
 SUCCESS_JOINS = frozenset({'gather'})
 """Joins that succeed only if every argument did: their arguments are certainly done after the await."""
 INLINE_LIMIT = 2000
-"""Sites past which a helper's further calls are followed as a value (once), so nesting cannot blow up."""
+"""Sites, or helper bodies walked, past which a helper's further calls are followed as a value (once each),
+so that helpers calling helpers cannot make the walk exponential."""
 DRAWN = frozenset({'next', 'loop'})
 """Edge kinds of the flow as written; the others (`beside`, `raise`, `any`) complete the over-approximation."""
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -118,6 +119,7 @@ class Walker:
         self.loose: set[str] = set()
         """Nodes of functions walked as values: they may run between any two calls."""
         self.walking_value = False
+        self.inlined = 0
 
     def run(self) -> Flow:
         frame: list[_Jump] = []
@@ -411,7 +413,8 @@ class Walker:
             return frontier, frozenset()
         if id(function) in self.stack:
             return frontier, frozenset()  # a recursive call: the loop around the outer call covers it
-        if len(self.flow.nodes) > INLINE_LIMIT:
+        self.inlined += 1
+        if len(self.flow.nodes) > INLINE_LIMIT or self.inlined > INLINE_LIMIT:
             self.values.add(id(function))
             return frontier, frozenset()
         recursive = id(function) in self.scopes.recursive
