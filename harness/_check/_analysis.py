@@ -43,8 +43,9 @@ class CallSite:
     callee: str
     line: int
     in_loop: bool = False
+    """In a loop, counting the loops around the calls of the helper it is in (and recursion)."""
     loop_bound: int | None = None
-    """Product of the literal bounds of the enclosing loops; None in a loop without one (or no loop)."""
+    """Product of the literal bounds of those loops; None in a loop without one (or no loop)."""
     in_gather: bool = False
     in_except: bool = False
     max_calls: int | None = 1
@@ -106,7 +107,8 @@ class Analysis:
 
     @property
     def unbounded(self) -> list[CallSite]:
-        """Call sites in loops with no literal bound (`while`, `for` over a call result or a variable)."""
+        """Call sites with no bound: in a loop with no literal bound (`while`, `for` over a call result or a
+        variable), in recursion, or in a function used as a value."""
         return [site for site in self.calls if site.unbounded]
 
     def text(self) -> str:
