@@ -90,11 +90,11 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         max_repeats: the same call (callee and arguments) more often than this in one script stops
             it as stuck (default 10), and so does a call of a callee whose last this many results
             were the same failure, whatever its arguments; `None`: no limit. Counted across resumes.
-        strict: a script that *can* break a `requires=` rule, or that loops without a literal
-            bound over a side-effecting callee, fails the check (nothing runs); otherwise these
-            are `CheckReport.warnings` and the rules are still enforced at every call. Strict also refuses
-            a script that can reach an unguarded irreversible callee (`side_effect=True` with no `requires=`
-            and no `approval=`), unless `allow_unguarded` names it.
+        strict: a script that *can* break a `requires=` rule, that can call a side-effecting
+            callee without bound, or whose analysis is incomplete, fails the check (nothing runs);
+            otherwise these are `CheckReport.warnings` and the rules are still enforced at every call. Strict
+            also refuses a script that can reach an unguarded irreversible callee (`side_effect=True` with no
+            `requires=` and no `approval=`), unless `allow_unguarded` names it.
         allow_unguarded: names of unguarded irreversible callees that strict mode lets scripts call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
@@ -200,7 +200,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if not report.ok:
             return report
         analysis = self.analyze(code)
-        found = analysis.violations
+        found = analysis.findings  # strict: no path may break a rule, every call is accounted for
         if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
             return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
         return dataclasses.replace(report, warnings=found)
@@ -289,7 +289,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             analysis = self.analyze(code, allow=access.allow, deny=access.deny)
         except SyntaxError:
             return []  # the type check reports it, with ty's message
-        return [*analysis.violations, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
+        return [*analysis.findings, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
