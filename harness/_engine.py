@@ -26,6 +26,7 @@ from ._catalog._stubs import render_inputs
 from ._check._analysis import Analysis, analyze
 from ._check._audit import unguarded_reach
 from ._check._checker import MAX_CHECKERS, Checker, CheckReport
+from ._check._estimate import Estimating
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
@@ -77,7 +78,7 @@ else:
     _SettingsAttributes = object
 
 
-class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
+class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttributes):
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
     Args:
@@ -194,7 +195,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
 
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Type check `code` against the catalog without running any of it, then check it against the
-        catalog's rules (`warnings`; errors with `strict=True`)."""
+        catalog's rules (`warnings`; errors with `strict=True`); an ok report has its worst case (`estimate`)."""
         script_text(code)
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
@@ -203,7 +204,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         found = analysis.findings  # strict: no path may break a rule, every call is accounted for
         if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
             return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
-        return dataclasses.replace(report, warnings=found)
+        return dataclasses.replace(report, warnings=found, estimate=self.estimate_of(analysis))
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Blocking twin of `acheck`; usable from sync and async code."""
