@@ -74,6 +74,8 @@ def model_ceiling(model: Model | str, limits: UsageLimits) -> Ceiling:
         worst = max(_price(usage, name, provider, url) for usage in usages or [RequestUsage(input_tokens=1)])
     except (LookupError, ValueError):  # what pydantic-ai's own pricing takes for unknown
         return _unpriced(name, f'genai-prices has no price for {name!r}: give it cost=')
+    except Exception as exc:  # pricing data it cannot read: the check that asked must still answer
+        return _unpriced(name, f'genai-prices could not price {name!r} ({type(exc).__name__}): give it cost=')
     source = f'{name} (genai-prices)'
     bounds = [*([] if usages is None else [worst]), *([] if limits.cost_limit is None else [float(limits.cost_limit)])]
     return Ceiling(min(bounds), source) if bounds else Ceiling(None, source, reason=UNBOUNDED)

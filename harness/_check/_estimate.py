@@ -6,6 +6,9 @@ and a price, and the analysis is complete; otherwise it is None and `reasons` sa
 is named in `unpriced`, never counted as free. A callee the run's allow/deny refuses costs nothing (each of
 its calls is refused before it runs). Unbounded calls of a callee that costs nothing cost nothing.
 
+It bounds one run of the script as written: a resume runs again the calls that were in flight when a run
+stopped, and a call can go past its ceiling by its last response (`_prices` says why).
+
 The `Harness` facade is an `Estimating`: `estimate(code)`, and `check` puts the estimate in its report.
 """
 
