@@ -207,3 +207,5 @@ def test_check_estimate_prints_the_worst_case(cli: Any, tmp_path: Path) -> None:
     loud = cli(['check', 'loud.py', '--estimate', *options], cwd=tmp_path, env=env, columns=120)
     assert loud.exit_code == 0 and 'worst case: unbounded' in loud.stdout
     assert 'shouter: unbounded per call: no token limit bounds a call' in loud.stdout
+    graph = cli(['check', 'flow.py', '--graph', *options], cwd=tmp_path, env=env, columns=120)
+    assert 'line 2: translate  [max 3]' in graph.stdout and 'worst case: $0.0300' in graph.stdout

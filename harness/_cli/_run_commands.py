@@ -96,7 +96,9 @@ def exec_(
 @catalog_options
 def check(
     script: Annotated[Path, typer.Argument(help='The workflow script to check.')],
-    graph: Annotated[bool, typer.Option('--graph', help='Also print what the script can call, and where.')] = False,
+    graph: Annotated[
+        bool, typer.Option('--graph', help='Also print what the script can call, where, and its worst case.')
+    ] = False,
     mermaid: Annotated[
         bool, typer.Option('--mermaid', help="Print a Mermaid flowchart of the script's possible calls instead.")
     ] = False,
@@ -124,7 +126,7 @@ def check(
         console.print(f'[yellow]warning:[/yellow] {escape(str(script))}:{escape(warning)}', soft_wrap=True)
     if analysis is not None:
         console.print(escape(analysis.text()), soft_wrap=True)
-    if estimate and report.estimate is not None:
+    if (estimate or graph) and report.estimate is not None:
         print_estimate(report.estimate)
     console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
 
