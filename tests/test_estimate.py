@@ -143,6 +143,13 @@ def test_unpriced_callees_are_named_never_free(make_harness: Any) -> None:
     assert e.unpriced == ['anonymous', 'helper', 'tested'] and e.cost_usd is None
     assert "anonymous: unpriced: genai-prices has no price for 'function:<lambda>:': give it cost=" in e.reasons
     assert 'helper: unpriced: what a sub-agent function calls is not known: give it cost=' in e.reasons
+    assert 'worst case: unpriced' in e.text() and 'helper: 1 call x unpriced (sub-agent function)' in e.text()
+    follower = h.add_agent(Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]), model_name='gpt-4o'),
+                                 name='follower'), inherit_model=True)
+    assert follower.name == 'follower'
+    e = h.estimate('await follower(task="a")')
+    assert e.unpriced == ['follower']  # its own model is not the one it runs on
+    assert e.reasons == ["follower: unpriced: it runs on the orchestrator's model: give it cost="]
     e = h.estimate('await declared(task="a")\nfor i in range(3):\n    await priced(task="b")')
     assert e.unpriced == [] and e.cost_usd == pytest.approx(0.05 + 3 * 0.01)
     assert (e.per_callee['declared'].source, e.per_callee['priced'].source) == ('cost=', 'cost=')

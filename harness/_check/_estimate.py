@@ -78,19 +78,26 @@ class Estimate:
                              'function used as a value)')
         return found
 
+    @property
+    def worst_case(self) -> str:
+        """`cost_usd` as a person reads it: dollars, 'unpriced' (only prices are missing) or 'unbounded'."""
+        bounded = not self.incomplete and all(p.unpriced or p.cost_usd is not None for p in self.per_callee.values())
+        return usd(self.cost_usd, unpriced=bool(self.unpriced) and bounded)
+
     def text(self) -> str:
         """The estimate as lines a person reads."""
-        lines = [f'worst case: {usd(self.cost_usd)}']
+        lines = [f'worst case: {self.worst_case}']
         for part in self.per_callee.values():
-            lines.append(f'  {part.callee}: {most(part.calls)} x {usd(part.per_call)} ({part.source}) = '
-                         f'{usd(part.cost_usd)}')
+            lines.append(f'  {part.callee}: {most(part.calls)} x {usd(part.per_call, part.unpriced)} ({part.source}) '
+                         f'= {usd(part.cost_usd, part.unpriced)}')
         lines.extend(f'  {reason}' for reason in self.reasons)
         return '\n'.join(lines)
 
 
-def usd(value: float | None) -> str:
+def usd(value: float | None, unpriced: bool = False) -> str:
+    """Dollars; None is 'unpriced' when the price is what is missing, else 'unbounded'."""
     if value is None:
-        return 'unbounded'
+        return 'unpriced' if unpriced else 'unbounded'
     return f'${value:.4f}' if value < 1 else f'${value:,.2f}'
 
 

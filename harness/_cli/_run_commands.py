@@ -137,12 +137,12 @@ def print_estimate(e: Estimate) -> None:
 
     table = Table('callee', 'most calls', 'per call', 'worst case', 'price from', box=None, header_style='bold')
     for part in e.per_callee.values():
-        table.add_row(part.callee, 'unbounded' if part.calls is None else str(part.calls), usd(part.per_call),
-                      usd(part.cost_usd), escape(part.source))
+        table.add_row(part.callee, 'unbounded' if part.calls is None else str(part.calls),
+                      usd(part.per_call, part.unpriced), usd(part.cost_usd, part.unpriced), escape(part.source))
     console.print(table)
     for reason in e.reasons:
         console.print(f'[yellow]{escape(reason)}[/yellow]', soft_wrap=True)
-    console.print(f'[bold]worst case: {usd(e.cost_usd)}[/bold]')
+    console.print(f'[bold]worst case: {e.worst_case}[/bold]')
 
 
 @app.command()
