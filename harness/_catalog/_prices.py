@@ -51,7 +51,7 @@ def call_ceiling(callee: Callee, limits: UsageLimits | None) -> Ceiling:
     if callee.kind == 'tool':
         return Ceiling(0.0, 'host tool')
     if callee.inherits_model:
-        return _unpriced("the orchestrator's model", 'it runs on the orchestrator\'s model: give it cost=')
+        return _unpriced("the orchestrator's model", "it runs on the orchestrator's model: give it cost=")
     if callee.agent is None:
         return _unpriced('sub-agent function', 'what a sub-agent function calls is not known: give it cost=')
     model = getattr(callee.agent, 'model', None)
