@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from ._catalog._rules import After
     from ._check._analysis import Analysis, CallSite
     from ._check._checker import CheckReport, Diagnostic
+    from ._check._estimate import Estimate
     from ._dispatch._context import CallContext, RunScope
     from ._engine import Harness
     from ._errors import (
@@ -57,6 +58,7 @@ _WHERE = {
     'CatalogChanged': '._errors',
     'CheckReport': '._check._checker',
     'Diagnostic': '._check._checker',
+    'Estimate': '._check._estimate',
     'EvalError': '._evals._run',
     'EvalOptions': '._evals._run',
     'EvalResult': '._evals._run',
@@ -116,6 +118,7 @@ __all__ = [
     'CatalogChanged',
     'CheckReport',
     'Diagnostic',
+    'Estimate',
     'EvalError',
     'EvalOptions',
     'EvalResult',

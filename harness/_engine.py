@@ -26,6 +26,7 @@ from ._catalog._stubs import render_inputs
 from ._check._analysis import Analysis, analyze
 from ._check._audit import unguarded_reach
 from ._check._checker import MAX_CHECKERS, Checker, CheckReport
+from ._check._estimate import Estimating
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
@@ -77,7 +78,7 @@ else:
     _SettingsAttributes = object
 
 
-class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
+class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttributes):
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
     Args:
@@ -90,11 +91,11 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         max_repeats: the same call (callee and arguments) more often than this in one script stops
             it as stuck (default 10), and so does a call of a callee whose last this many results
             were the same failure, whatever its arguments; `None`: no limit. Counted across resumes.
-        strict: a script that *can* break a `requires=` rule, or that loops without a literal
-            bound over a side-effecting callee, fails the check (nothing runs); otherwise these
-            are `CheckReport.warnings` and the rules are still enforced at every call. Strict also refuses
-            a script that can reach an unguarded irreversible callee (`side_effect=True` with no `requires=`
-            and no `approval=`), unless `allow_unguarded` names it.
+        strict: a script that *can* break a `requires=` rule, that can call a side-effecting
+            callee without bound, or whose analysis is incomplete, fails the check (nothing runs);
+            otherwise these are `CheckReport.warnings` and the rules are still enforced at every call. Strict
+            also refuses a script that can reach an unguarded irreversible callee (`side_effect=True` with no
+            `requires=` and no `approval=`), unless `allow_unguarded` names it.
         allow_unguarded: names of unguarded irreversible callees that strict mode lets scripts call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
@@ -194,16 +195,16 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
 
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Type check `code` against the catalog without running any of it, then check it against the
-        catalog's rules (`warnings`; errors with `strict=True`)."""
+        catalog's rules (`warnings`; errors with `strict=True`); an ok report has its worst case (`estimate`)."""
         script_text(code)
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
         analysis = self.analyze(code)
-        found = analysis.violations
+        found = analysis.findings  # strict: no path may break a rule, every call is accounted for
         if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
             return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
-        return dataclasses.replace(report, warnings=found)
+        return dataclasses.replace(report, warnings=found, estimate=self.estimate_of(analysis))
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Blocking twin of `acheck`; usable from sync and async code."""
@@ -289,7 +290,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
             analysis = self.analyze(code, allow=access.allow, deny=access.deny)
         except SyntaxError:
             return []  # the type check reports it, with ty's message
-        return [*analysis.violations, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
+        return [*analysis.findings, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""

@@ -134,3 +134,30 @@ def test_stub_text_is_what_the_checker_uses():
     assert h.check('r = await fetch(url="x")\nr["k"]').ok
     assert stubs.startswith('import asyncio\n')
     assert 'async def settled(aw: Awaitable[T]) -> Settled[T]:' in stubs
+
+
+@pytest.mark.parametrize('bad', [-0.01, float('nan'), float('inf'), '0.02', True])
+def test_a_cost_ceiling_must_be_a_non_negative_finite_number(bad: Any):
+    h = fresh()
+    with pytest.raises(RegistrationError, match=r'cost= is a ceiling in USD per call .* e\.g\. cost=0\.02'):
+        h.add_agent(Agent(TestModel(), name='writer'), cost=bad)
+    with pytest.raises(RegistrationError, match='cost='):
+        h.subagent(name='w', cost=bad)(ok)
+    with pytest.raises(RegistrationError, match='cost='):
+        h.tool(name='t', cost=bad)(ok)
+    assert not h.callees  # nothing half-registered
+
+
+def test_a_cost_ceiling_is_kept_per_callee_and_is_not_part_of_its_digest():
+    """A ceiling is accounting, not what a script relies on: changing one must not make stored runs' catalog
+    'changed' (as call_caps, set on the Harness, never are)."""
+    h, other = fresh(), fresh()
+    h.add_agent(Agent(TestModel(), name='writer'), cost=0.02)
+    h.subagent(name='w', cost=0)(ok)
+    h.tool(name='t', cost=1)(ok)
+    assert (h.callees['writer'].cost, h.callees['w'].cost, h.callees['t'].cost) == (0.02, 0.0, 1.0)
+    other.add_agent(Agent(TestModel(), name='writer'))
+    other.subagent(name='w')(ok)
+    other.tool(name='t')(ok)
+    assert other.callees['writer'].cost is None
+    assert h.manifest() == other.manifest()

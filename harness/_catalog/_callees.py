@@ -13,6 +13,7 @@ import builtins
 import dataclasses
 import inspect
 import keyword
+import math
 import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -116,6 +117,11 @@ class Callee:
     side_effect_given: bool = False
     """`side_effect=` was given at registration: the audit takes it as the truth about a sub-agent, instead
     of suspecting the tools of its own agent."""
+    cost: float | None = None
+    """`cost=` at registration: the most one call can cost, in USD (None: a sub-agent's is its model's price
+    times its usage limits, a host tool's is nothing). Accounting, not behaviour: not part of the digest."""
+    inherits_model: bool = False
+    """A sub-agent that runs on the orchestrator's model, so its price is not known before a run."""
     agent: AbstractAgent[Any, Any] | None = field(default=None, compare=False, repr=False)
     """The pydantic-ai agent a sub-agent runs (`add_agent`), read by the audit, never run by it."""
     signature: FunctionSignature = field(init=False)
@@ -171,6 +177,18 @@ def check_name(name: str | None, existing: set[str], *, what: str) -> str:
             f'{what} name {name!r} is already registered: pass a different name="..." or remove the first one.'
         )
     return name
+
+
+def check_cost(cost: object, name: str) -> float | None:
+    """A `cost=` ceiling: a non-negative finite number of USD, or None."""
+    if cost is None:
+        return None
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        raise RegistrationError(
+            f'{name}: cost= is a ceiling in USD per call (a non-negative finite number), got {cost!r}: '
+            'pass a number, e.g. cost=0.02.'
+        )
+    return float(cost)
 
 
 def check_keywords(name: str, parameters: Mapping[str, Any]) -> None:
@@ -327,6 +345,7 @@ def callee_from_agent(
         returns=returns,
         invoke=invoke,
         agent=agent,
+        inherits_model=inherit_model,
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar, overload
 from pydantic import BaseModel
 from pydantic_ai.agent.abstract import AbstractAgent
 
-from ._callees import Callee, CallKind, callee_from_agent, callee_from_function, check_rules
+from ._callees import Callee, CallKind, callee_from_agent, callee_from_function, check_cost, check_rules
 from ._manifest import manifest
 from ._rules import Requires, normalize
 from ._stubs import check_type_names, render_stubs
@@ -55,13 +55,15 @@ class Registry:
         requires: Requires = None,
         version: str | None = None,
         approval: bool = False,
+        cost: float | None = None,
     ) -> AbstractAgent[Any, Any]:
         """Register a pydantic-ai Agent as `async def name(*, task: str) -> <output type>`.
 
         With `params=SomeModel`, the model's fields are the keyword parameters instead and reach the
         agent as a prompt rendered with `format_as_xml`. `side_effect`, `expose_errors`, `requires`
-        `version` and `approval` are as for `tool`; without `side_effect=`, `harness audit` reports the
-        sub-agent as possibly side-effecting when its agent has tools of its own.
+        `version`, `approval` and `cost` are as for `tool`; without `side_effect=`, `harness audit` reports
+        the sub-agent as possibly side-effecting when its agent has tools of its own. Without `cost=`, a
+        call's ceiling is its model's price (genai-prices) times the sub-agent usage limits.
         """
         callee = callee_from_agent(
             agent,
@@ -73,7 +75,7 @@ class Registry:
         )
         self.add_callee(with_options(
             callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version,
-            approval=approval,
+            approval=approval, cost=cost,
         ))
         return agent
 
@@ -83,6 +85,7 @@ class Registry:
     def subagent(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
         expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
+        cost: float | None = None,
     ) -> Callable[[F], F]: ...
     def subagent(self, fn: Any = None, /, **options: Any) -> Any:
         """Register an async function with keyword parameters as a sub-agent (counts against `max_agent_calls`)."""
@@ -94,6 +97,7 @@ class Registry:
     def tool(
         self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
         expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
+        cost: float | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
         """Register a host function (sync or async) that scripts may call (counts against `max_tool_calls`).
@@ -106,7 +110,8 @@ class Registry:
         marks a change of behaviour: runs record it, and resuming one under another version is
         refused unless accepted. `approval=True`: a person must approve each call before it runs;
         a run that reaches one stops with `status == 'waiting'` (stored, holding no worker) until
-        `approve` / `reject` and `resume`.
+        `approve` / `reject` and `resume`. `cost=` (USD): the most one call can cost, for `estimate` (a host
+        tool costs nothing unless it says so; a sub-agent function without one is unpriced).
         """
         return self._register_function('tool', fn, options)
 
@@ -155,7 +160,7 @@ class Registry:
 
 def with_options(
     callee: Callee, *, side_effect: bool | Literal[_NotGiven.TOKEN] = NOT_GIVEN, expose_errors: bool = False,
-    requires: Requires = None, version: str | None = None, approval: bool = False,
+    requires: Requires = None, version: str | None = None, approval: bool = False, cost: float | None = None,
 ) -> Callee:
     """A registered callee with the options given at registration (`side_effect` not given: False)."""
     rules = normalize(requires)
@@ -163,4 +168,5 @@ def with_options(
     return dataclasses.replace(
         callee, side_effect=False if side_effect is NOT_GIVEN else side_effect, side_effect_given=given,
         expose_errors=expose_errors, requires=rules, version=version, approval=approval,
+        cost=check_cost(cost, callee.name),
     )

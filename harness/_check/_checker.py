@@ -24,12 +24,15 @@ import tokenize
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_monty as monty
 
 from .._sandbox._pool import SandboxPool
-from ._hints import DIAGNOSTIC, lint, unsupported_syntax, with_hints
+from ._hints import DIAGNOSTIC, lint, stub_functions, unsupported_syntax, with_hints
+
+if TYPE_CHECKING:  # the estimate prices with pydantic-ai; the checker itself does not need it loaded
+    from ._estimate import Estimate
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,15 @@ class CheckReport:
     """`ok` and, when not, ty's messages as text (`errors`) and parsed (`diagnostics`).
 
     `warnings`: rules of the catalog some path of the script can break (enforced at run time;
-    with `Harness(strict=True)` they are errors instead and `ok` is False).
+    with `Harness(strict=True)` they are errors instead and `ok` is False). `estimate`: the script's worst
+    case (`Harness.estimate`), on a report that is ok.
     """
 
     ok: bool
     errors: str = ''
     diagnostics: list[Diagnostic] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    estimate: Estimate | None = None
 
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:
@@ -214,7 +219,7 @@ class Checker:
         return report
 
     async def _check(self, stubs: str, code: str) -> CheckReport:
-        refused = lint(code)
+        refused = lint(code, stub_functions(stubs))
         if refused:
             return failed_report(with_hints('\n'.join(refused), code, stubs))
         async with self._slot():

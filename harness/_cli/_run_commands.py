@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 from rich.syntax import Syntax
+from rich.table import Table
 
 from .._errors import WorkflowError
 from ._live import LiveCalls
 from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
 
 if TYPE_CHECKING:
+    from .._check._estimate import Estimate
     from .._engine import Harness
 
 
@@ -94,9 +96,14 @@ def exec_(
 @catalog_options
 def check(
     script: Annotated[Path, typer.Argument(help='The workflow script to check.')],
-    graph: Annotated[bool, typer.Option('--graph', help='Also print what the script can call, and where.')] = False,
+    graph: Annotated[
+        bool, typer.Option('--graph', help='Also print what the script can call, where, and its worst case.')
+    ] = False,
     mermaid: Annotated[
         bool, typer.Option('--mermaid', help="Print a Mermaid flowchart of the script's possible calls instead.")
+    ] = False,
+    estimate: Annotated[
+        bool, typer.Option('--estimate', help='Also print the worst case: per callee the most calls and USD.')
     ] = False,
     *,
     where: Where,
@@ -119,7 +126,23 @@ def check(
         console.print(f'[yellow]warning:[/yellow] {escape(str(script))}:{escape(warning)}', soft_wrap=True)
     if analysis is not None:
         console.print(escape(analysis.text()), soft_wrap=True)
+    if (estimate or graph) and report.estimate is not None:
+        print_estimate(report.estimate)
     console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
+
+
+def print_estimate(e: Estimate) -> None:
+    """The worst case as one table, each reason it has none on a line of its own."""
+    from .._check._estimate import usd
+
+    table = Table('callee', 'most calls', 'per call', 'worst case', 'price from', box=None, header_style='bold')
+    for part in e.per_callee.values():
+        table.add_row(part.callee, 'unbounded' if part.calls is None else str(part.calls),
+                      usd(part.per_call, part.unpriced), usd(part.cost_usd, part.unpriced), escape(part.source))
+    console.print(table)
+    for reason in e.reasons:
+        console.print(f'[yellow]{escape(reason)}[/yellow]', soft_wrap=True)
+    console.print(f'[bold]worst case: {e.worst_case}[/bold]')
 
 
 @app.command()
