@@ -94,8 +94,9 @@ def covered(h: Harness, script: str) -> list[Any]:
     analysis = h.analyze(script)
     try:
         calls = h.run_sync(script).calls
-    except WorkflowError as exc:
-        calls = exc.calls
+    except WorkflowError as exc:  # the journal holds every call the failed run made
+        assert h.store is not None and exc.run_id is not None
+        calls = h.store.calls(exc.run_id)
     calls = [c for c in calls if not c.callee.startswith('join:')]  # a join's own decisions, journaled beside the calls
     sites: dict[tuple[str, int | None], list[Any]] = {}
     nodes: dict[tuple[str, int | None], set[str]] = {}
@@ -238,6 +239,17 @@ HIDING = {
                '    await issue_refund(ticket_id="ERR-1", cents=1)',
     'and': 'go = False\ngo and await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
 }
+
+
+def test_a_helper_left_running_by_a_failed_gather_is_covered(h: Harness) -> None:
+    """When one argument of a gather fails, the gather raises, but a script coroutine beside it goes on making
+    calls after the handler's (Monty 1.4.0): those calls may follow any later call."""
+    script = ('import asyncio\nasync def slow(q: str) -> str:\n    await lookup(q=q)\n    await lookup(q=q + "2")\n'
+              '    return await send_email(to=q, body="late")\n'
+              'try:\n    await asyncio.gather(slow("a"), check_entitlement(ticket_id="ERR"))\nexcept Exception:\n'
+              '    await lookup(q="handler")\nawait lookup(q="after")\nawait lookup(q="last")')
+    calls = covered(h, script)
+    assert [(c.callee, c.line) for c in calls][-2:] == [('send_email', 5), ('lookup', 11)]  # still running
 
 
 @pytest.mark.parametrize('form', HIDING)

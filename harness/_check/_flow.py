@@ -470,6 +470,10 @@ class Walker:
             arm = self.ids(first)
             if kind not in SUCCESS_JOINS:
                 out = out | frozenset(arm)  # it may stop at any of its calls (a failure it keeps, a cancellation)
+            elif (len(node.args) + len(node.keywords) > 1 or isinstance(value, ast.Starred)) and self.coroutine(value):
+                # When another argument fails, the gather raises but a script coroutine goes on running
+                # (measured in Monty 1.4.0): its calls may come between any later ones.
+                self.loose.update(arm)
             arms.append(arm)
             exits.append(out)
             certain |= sure if succeeds else frozenset()
@@ -481,6 +485,13 @@ class Walker:
                     self.link({a}, b, 'beside')
                     self.link({b}, a, 'beside')
         return (frozenset().union(*exits) if exits else frontier), certain
+
+    def coroutine(self, arg: ast.expr) -> bool:
+        """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
+        if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
+            arg = arg.value.value if isinstance(arg.value, ast.DictComp) else arg.value.elt
+        return isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and \
+            isinstance(self.scopes.function(arg.func), ast.AsyncFunctionDef)
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
                       done: frozenset[str], frontier: Frontier, *,
