@@ -486,7 +486,7 @@ class Walker:
                     self.link({b}, a, 'beside')
         return (frozenset().union(*exits) if exits else frontier), certain
 
-    def coroutine(self, arg: ast.expr) -> bool:
+    def coroutine(self, arg: ast.AST) -> bool:
         """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
         if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
             arg = arg.value.value if isinstance(arg.value, ast.DictComp) else arg.value.elt
