@@ -238,6 +238,7 @@ HIDING = {
     'finally': 'try:\n    await check_entitlement(ticket_id="ERR-1")\nfinally:\n'
                '    await issue_refund(ticket_id="ERR-1", cents=1)',
     'and': 'go = False\ngo and await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
+    'assert': 'assert True, await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
 }
 
 

@@ -211,6 +211,11 @@ class Walker:
             return self.match(stmt, state)
         if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
             return self.leave(stmt, state)
+        if isinstance(stmt, ast.Assert):
+            test = self.expression(stmt.test, state)
+            if stmt.msg is not None:
+                self.expression(stmt.msg, test)  # only when the test fails, and then it raises
+            return test
         if isinstance(stmt, ast.Assign):
             return self.sequence([stmt.value, *stmt.targets], state)  # the value is evaluated first
         if isinstance(stmt, ast.AnnAssign):
