@@ -169,7 +169,8 @@ def test_a_helper_called_in_a_loop_has_the_loops_bound_and_a_real_run_stays_with
     site, = h.analyze(script).calls
     assert (site.line, site.in_loop, site.loop_bound, site.max_calls) == (2, True, 25, 25)
     assert h.analyze(script).bounds == {'send_email': 25}
-    assert 'max 25' in h.analyze(script).text() and 'most calls: send_email 25' in h.analyze(script).text()
+    assert 'line 2: send_email  [max 25, called from line 4]' in h.analyze(script).text()
+    assert 'most calls: send_email 25' in h.analyze(script).text() and site.via == (4,)
     assert len(covered(h, script)) == 25 and len(sent) == 25
     assert strict.check(script).ok  # a literal bound: strict lets it run
 

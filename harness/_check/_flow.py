@@ -74,6 +74,8 @@ class Context:
     loops: tuple[int | None, ...] = ()
     gather: bool = False
     except_: bool = False
+    via: tuple[int, ...] = ()
+    """The lines of the calls of script functions that lead here, outermost first."""
 
 
 @dataclass(eq=False)
@@ -401,7 +403,7 @@ class Walker:
         options: list[tuple[Frontier, frozenset[str]]] = []
         function = self.scopes.function(func)
         if function is not None:
-            options.append(self.inline(function, at, frontier, runs=runs))
+            options.append(self.inline(function, at, frontier, runs=runs, line=node.lineno))
         if func.id in self.callees and (not self.scopes.is_script_name(func) or func.id in self.rebound):
             node_id = self.node(func.id, node.lineno, frontier, at)
             sure = succeeds and not self.scopes.is_script_name(func) and func.id not in self.rebound
@@ -410,8 +412,8 @@ class Walker:
             return frontier, certain
         return frozenset().union(*(f for f, _c in options)), certain | frozenset.intersection(*(c for _f, c in options))
 
-    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *,
-               runs: bool) -> Visited:
+    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *, runs: bool,
+               line: int) -> Visited:
         """A script function's body at its call, with the caller's state and loops."""
         if isinstance(function, ast.AsyncFunctionDef) and not runs:
             self.values.add(id(function))  # its body runs where the coroutine is awaited, unknown here
@@ -425,15 +427,16 @@ class Walker:
         recursive = id(function) in self.scopes.recursive
         saved = self.context
         region: list[str] = []
+        self.context = dataclasses.replace(saved, via=(*saved.via, line))
         if recursive:  # a cycle of calls: an unbounded loop whose calls may follow each other in any order
-            self.context = dataclasses.replace(saved, loops=(*saved.loops, None))
+            self.context = dataclasses.replace(self.context, loops=(*saved.loops, None))
             self.regions.append(region)
         self.stack.append(id(function))
         end = self.body_of(function, State(done, frontier))
         self.stack.pop()
+        self.context = saved
         if recursive:
             self.regions.pop()
-            self.context = saved
             for node in region:
                 self.link(frontier, node, 'next')
                 self.link(frozenset(region), node, 'loop')
