@@ -168,7 +168,7 @@ class Walker:
             for function in pending:
                 walked.add(id(function))
                 self.walking_value, self.context, self.stack = True, Context(loops=(None,)), [id(function)]
-                self.body_of(function, State(frozenset(), frozenset({'start'})))
+                self.body_of(function, State(frozenset(), frozenset()))  # from anywhere: its `any` edges
         self.walking_value = False
 
     def close(self) -> None:
