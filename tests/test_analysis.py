@@ -272,6 +272,7 @@ def test_a_local_def_shadowing_the_callee_is_refused_and_does_not_hide_the_viola
     assert any(HIDDEN in v for v in loose.analyze(script).violations)
     for shadow in ('for check_entitlement in [1]:\n    pass', 'import json as send_email', 'send_email = print'):
         assert 'is a catalog function' in h.check(shadow).errors, shadow
+    assert '`settled` is a join helper' in h.check('settled = 1').errors
 
 
 def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> None:
