@@ -95,8 +95,9 @@ def covered(h: Harness, script: str) -> list[Any]:
     analysis = h.analyze(script)
     try:
         calls = h.run_sync(script).calls
-    except WorkflowError as exc:
-        calls = exc.calls
+    except WorkflowError as exc:  # the journal holds every call the failed run made
+        assert h.store is not None and exc.run_id is not None
+        calls = h.store.calls(exc.run_id)
     calls = [c for c in calls if not c.callee.startswith('join:')]  # a join's own decisions, journaled beside the calls
     sites: dict[tuple[str, int | None], list[Any]] = {}
     nodes: dict[tuple[str, int | None], set[str]] = {}
@@ -169,7 +170,8 @@ def test_a_helper_called_in_a_loop_has_the_loops_bound_and_a_real_run_stays_with
     site, = h.analyze(script).calls
     assert (site.line, site.in_loop, site.loop_bound, site.max_calls) == (2, True, 25, 25)
     assert h.analyze(script).bounds == {'send_email': 25}
-    assert 'max 25' in h.analyze(script).text() and 'most calls: send_email 25' in h.analyze(script).text()
+    assert 'line 2: send_email  [max 25, called from line 4]' in h.analyze(script).text()
+    assert 'most calls: send_email 25' in h.analyze(script).text() and site.via == (4,)
     assert len(covered(h, script)) == 25 and len(sent) == 25
     assert strict.check(script).ok  # a literal bound: strict lets it run
 
@@ -238,7 +240,19 @@ HIDING = {
     'finally': 'try:\n    await check_entitlement(ticket_id="ERR-1")\nfinally:\n'
                '    await issue_refund(ticket_id="ERR-1", cents=1)',
     'and': 'go = False\ngo and await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
+    'assert': 'assert True, await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
 }
+
+
+def test_a_helper_left_running_by_a_failed_gather_is_covered(h: Harness) -> None:
+    """When one argument of a gather fails, the gather raises, but a script coroutine beside it goes on making
+    calls after the handler's (Monty 1.4.0): those calls may follow any later call."""
+    script = ('import asyncio\nasync def slow(q: str) -> str:\n    await lookup(q=q)\n    await lookup(q=q + "2")\n'
+              '    return await send_email(to=q, body="late")\n'
+              'try:\n    await asyncio.gather(slow("a"), check_entitlement(ticket_id="ERR"))\nexcept Exception:\n'
+              '    await lookup(q="handler")\nawait lookup(q="after")\nawait lookup(q="last")')
+    calls = covered(h, script)
+    assert [(c.callee, c.line) for c in calls][-2:] == [('send_email', 5), ('lookup', 11)]  # still running
 
 
 @pytest.mark.parametrize('form', HIDING)
@@ -259,6 +273,7 @@ def test_a_local_def_shadowing_the_callee_is_refused_and_does_not_hide_the_viola
     assert any(HIDDEN in v for v in loose.analyze(script).violations)
     for shadow in ('for check_entitlement in [1]:\n    pass', 'import json as send_email', 'send_email = print'):
         assert 'is a catalog function' in h.check(shadow).errors, shadow
+    assert '`settled` is a join helper' in h.check('settled = 1').errors
 
 
 def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> None:
@@ -277,6 +292,12 @@ def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> 
 
 ADVERSARIAL = [
     # (run without the type check: some use what the checker refuses, or untyped helpers)
+    'def g(*args, x=0):\n    return x\n'  # positional arguments are evaluated before keywords, whatever the order
+    'g(x=await ping(i=1), *[await send_email(to="a", body="b")])\nawait ping(i=3)',
+    'from asyncio import gather\nasync def h(k):\n    await ping(i=k)\n    return await ping(i=k + 1)\n'
+    'await gather(h(1), h(2))\nawait ping(i=0)',
+    'import asyncio as aio\nasync def h(k):\n    await ping(i=k)\n    return await send_email(to=str(k), body="x")\n'
+    'await aio.gather(*[h(k) for k in range(3)])\nawait ping(i=0)',
     'async def notify(i):\n    await send_email(to=str(i), body="x")\nfor i in range(25):\n    await notify(i)',
     'async def chain(n):\n    if n == 0:\n        return 0\n    await send_email(to="a", body="b")\n'
     '    return await chain(n - 1)\nawait chain(20)',

@@ -51,6 +51,8 @@ class CallSite:
     max_calls: int | None = 1
     """The most times this site can run in one run of the script; None: no bound. Several sites may share a
     (callee, line) (a helper called from two places, `f(x), f(y)`): the calls made there are at most the sum."""
+    via: tuple[int, ...] = ()
+    """For a site in a script function, the lines of the calls that lead to it (outermost first)."""
 
     @property
     def unbounded(self) -> bool:
@@ -90,8 +92,9 @@ class Analysis:
 
     @property
     def bounds(self) -> dict[str, int | None]:
-        """Per callee, the most calls the script can make of it: the sum over its sites; None when a site
-        is unbounded or the callee is used as a value (a value can be called anywhere, any number of times)."""
+        """Per callee the script can reach, the most calls it can make of it: the sum over its sites; None when
+        a site is unbounded or the callee is used as a value (a value can be called anywhere, any number of
+        times). A callee that is not a key cannot be called."""
         found: dict[str, int | None] = {}
         for site in self.calls:
             before = found.get(site.callee, 0)
@@ -120,6 +123,8 @@ class Analysis:
                 f'{callee} {"unbounded" if bound is None else bound}' for callee, bound in sorted(bounds.items())))
         for site in self.calls:
             where = ['unbounded' if site.max_calls is None else f'max {site.max_calls}']
+            if site.via:
+                where.append('called from line ' + ' > '.join(str(line) for line in site.via))
             if site.in_gather:
                 where.append('gather')
             if site.in_except:
@@ -305,4 +310,4 @@ def analyze(
 def _site(callee: str, line: int, context: Context) -> CallSite:
     bound = max_calls(context)
     return CallSite(callee, line, in_loop=bool(context.loops), loop_bound=bound if context.loops else None,
-                    in_gather=context.gather, in_except=context.except_, max_calls=bound)
+                    in_gather=context.gather, in_except=context.except_, via=context.via, max_calls=bound)

@@ -74,6 +74,8 @@ class Context:
     loops: tuple[int | None, ...] = ()
     gather: bool = False
     except_: bool = False
+    via: tuple[int, ...] = ()
+    """The lines of the calls of script functions that lead here, outermost first."""
 
 
 @dataclass(eq=False)
@@ -166,7 +168,7 @@ class Walker:
             for function in pending:
                 walked.add(id(function))
                 self.walking_value, self.context, self.stack = True, Context(loops=(None,)), [id(function)]
-                self.body_of(function, State(frozenset(), frozenset({'start'})))
+                self.body_of(function, State(frozenset(), frozenset()))  # from anywhere: its `any` edges
         self.walking_value = False
 
     def close(self) -> None:
@@ -211,6 +213,11 @@ class Walker:
             return self.match(stmt, state)
         if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
             return self.leave(stmt, state)
+        if isinstance(stmt, ast.Assert):
+            test = self.expression(stmt.test, state)
+            if stmt.msg is not None:
+                self.expression(stmt.msg, test)  # only when the test fails, and then it raises
+            return test
         if isinstance(stmt, ast.Assign):
             return self.sequence([stmt.value, *stmt.targets], state)  # the value is evaluated first
         if isinstance(stmt, ast.AnnAssign):
@@ -382,8 +389,8 @@ class Walker:
         """A call; `runs`: its coroutine is awaited here (an `async def` body runs here); `succeeds`: it
         certainly completed successfully when the evaluation goes on."""
         func = node.func
-        join_kind = _join_name(func)
-        if join_kind is not None and not (isinstance(func, ast.Name) and self.scopes.is_script_name(func)):
+        join_kind = self.join_name(func)
+        if join_kind is not None:
             return self.join_(node, join_kind, done, frontier, runs=runs)
         certain: frozenset[str] = frozenset()
         if not isinstance(func, ast.Name):
@@ -396,7 +403,7 @@ class Walker:
         options: list[tuple[Frontier, frozenset[str]]] = []
         function = self.scopes.function(func)
         if function is not None:
-            options.append(self.inline(function, at, frontier, runs=runs))
+            options.append(self.inline(function, at, frontier, runs=runs, line=node.lineno))
         if func.id in self.callees and (not self.scopes.is_script_name(func) or func.id in self.rebound):
             node_id = self.node(func.id, node.lineno, frontier, at)
             sure = succeeds and not self.scopes.is_script_name(func) and func.id not in self.rebound
@@ -405,8 +412,8 @@ class Walker:
             return frontier, certain
         return frozenset().union(*(f for f, _c in options)), certain | frozenset.intersection(*(c for _f, c in options))
 
-    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *,
-               runs: bool) -> Visited:
+    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *, runs: bool,
+               line: int) -> Visited:
         """A script function's body at its call, with the caller's state and loops."""
         if isinstance(function, ast.AsyncFunctionDef) and not runs:
             self.values.add(id(function))  # its body runs where the coroutine is awaited, unknown here
@@ -420,15 +427,16 @@ class Walker:
         recursive = id(function) in self.scopes.recursive
         saved = self.context
         region: list[str] = []
+        self.context = dataclasses.replace(saved, via=(*saved.via, line))
         if recursive:  # a cycle of calls: an unbounded loop whose calls may follow each other in any order
-            self.context = dataclasses.replace(saved, loops=(*saved.loops, None))
+            self.context = dataclasses.replace(self.context, loops=(*saved.loops, None))
             self.regions.append(region)
         self.stack.append(id(function))
         end = self.body_of(function, State(done, frontier))
         self.stack.pop()
+        self.context = saved
         if recursive:
             self.regions.pop()
-            self.context = saved
             for node in region:
                 self.link(frontier, node, 'next')
                 self.link(frozenset(region), node, 'loop')
@@ -470,6 +478,10 @@ class Walker:
             arm = self.ids(first)
             if kind not in SUCCESS_JOINS:
                 out = out | frozenset(arm)  # it may stop at any of its calls (a failure it keeps, a cancellation)
+            elif (len(node.args) + len(node.keywords) > 1 or isinstance(value, ast.Starred)) and self.coroutine(value):
+                # When another argument fails, the gather raises but a script coroutine goes on running
+                # (measured in Monty 1.4.0): its calls may come between any later ones.
+                self.loose.update(arm)
             arms.append(arm)
             exits.append(out)
             certain |= sure if succeeds else frozenset()
@@ -481,6 +493,25 @@ class Walker:
                     self.link({a}, b, 'beside')
                     self.link({b}, a, 'beside')
         return (frozenset().union(*exits) if exits else frontier), certain
+
+    def join_name(self, func: ast.expr) -> str | None:
+        """The join a call's function is: a helper of the prelude, or asyncio's gather however it is imported
+        (`asyncio.gather`, `aio.gather`, `from asyncio import gather`); a name the script rebinds is none."""
+        if isinstance(func, ast.Attribute) and func.attr == 'gather' and isinstance(func.value, ast.Name):
+            module = self.scopes.imported(func.value) if self.scopes.is_script_name(func.value) else func.value.id
+            return 'gather' if module == 'asyncio' else None  # (the prelude imports asyncio for every script)
+        if isinstance(func, ast.Name) and self.scopes.is_script_name(func):
+            return 'gather' if self.scopes.imported(func) == 'asyncio.gather' else None
+        if isinstance(func, ast.Name) and func.id in JOINS:
+            return func.id
+        return None
+
+    def coroutine(self, arg: ast.AST) -> bool:
+        """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
+        if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
+            arg = arg.value.value if isinstance(arg.value, ast.DictComp) else arg.value.elt
+        return isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and \
+            isinstance(self.scopes.function(arg.func), ast.AsyncFunctionDef)
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
                       done: frozenset[str], frontier: Frontier, *,
@@ -524,17 +555,9 @@ class Walker:
 
 
 def _arguments(node: ast.Call) -> list[ast.AST]:
-    """A call's arguments in source order (`f(x=1, *rest)` is allowed)."""
-    return sorted([*node.args, *node.keywords], key=lambda a: (getattr(a, 'lineno', 0), getattr(a, 'col_offset', 0)))
-
-
-def _join_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute) and func.attr == 'gather' and isinstance(func.value, ast.Name) \
-            and func.value.id == 'asyncio':
-        return func.attr
-    if isinstance(func, ast.Name) and func.id in JOINS:
-        return func.id
-    return None
+    """A call's arguments in evaluation order: the positional ones (with `*rest`), then the keywords, whatever
+    the source order (`f(x=a(), *b())` calls b first, in Python and in the sandbox)."""
+    return [*node.args, *node.keywords]
 
 
 def _bound(iterable: ast.expr) -> int | None:
