@@ -171,7 +171,7 @@ class WorkflowResult:
     @property
     def progress_dropped(self) -> int:
         """`log`/`phase` entries past the run's cap (`PROGRESS_MAX_ENTRIES`): counted, not kept."""
-        return sum(c.result for c in self.calls if c.callee == PROGRESS_DROPPED and isinstance(c.result, int))
+        return progress_dropped(self.calls)
 
 
 PROGRESS_PREFIX = 'progress:'
@@ -183,6 +183,11 @@ def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
     """The kept `log`/`phase` entries among a run's journal rows, in order, as `r.progress` gives them."""
     return [{'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
             for c in calls if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED]
+
+
+def progress_dropped(calls: Iterable[CallRecord]) -> int:
+    """How many `log`/`phase` entries past the cap a run counted and did not keep."""
+    return sum(c.result for c in calls if c.callee == PROGRESS_DROPPED and isinstance(c.result, int))
 
 
 def new_run_id() -> str:
