@@ -25,7 +25,7 @@ from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'waiting_worker.py'
 sys.path.insert(0, str(WORKER.parent))
-from waiting_worker import build  # noqa: E402
+from waiting_worker import build, build_progress  # noqa: E402
 
 
 def start_worker(kind: str, store: Path, markers: Path) -> tuple[subprocess.Popen[str], str]:
@@ -440,3 +440,18 @@ def test_ten_thousand_logs_keep_the_store_bounded(make_harness: Any, tmp_path: P
     with RunStore(tmp_path / 'runs.db') as db:
         rows = db.calls(result.run_id)
     assert len(rows) == 1_002  # the kept entries, one count of the rest, the call
+
+
+def test_entries_past_the_cap_are_counted_once_across_a_sigkill_and_resume(tmp_path: Path) -> None:
+    """The count of entries past the cap is journaled as the script goes; after a SIGKILL the resumed run restarts
+    from its last snapshot and makes the entries after it again: they are counted once, not twice."""
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    proc, run_id = start_worker('progress', store, markers)
+    kill(proc)
+    with RunStore(store) as db:
+        assert db.get_run(run_id).status == 'interrupted'  # killed mid-way  # type: ignore[union-attr]
+    with build_progress(str(store), hang=False) as h:
+        result = h.resume_sync(run_id)
+    assert result.status == 'completed' and result.value == 1
+    assert len(result.progress) == 1_000 and result.progress_dropped == 100 + 300
