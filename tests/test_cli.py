@@ -398,6 +398,17 @@ def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli,
     assert [r['model'] for r in fake.requests] == [MODEL, MODEL]
 
 
+def test_exec_shows_a_scripts_progress_and_its_json_keeps_it(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / 'flow.py').write_text('phase("list")\nfiles = await list_files(pattern="*.md")\nlog("listed")\n'
+                                      'len(files)\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    out = ok(cli(['exec', 'flow.py'], cwd=tmp_path, env=env))
+    assert '▸ list' in out and '│ listed' in out
+    assert RUN_LINE.search(out)['calls'] == '1', out  # type: ignore[index]  # the log and the phase are no calls
+    ran = json.loads(ok(cli(['exec', 'flow.py', '--json'], cwd=tmp_path, env=env)))
+    assert ran['progress'] == [{'kind': 'phase', 'text': 'list', 'seq': 1}, {'kind': 'log', 'text': 'listed', 'seq': 3}]
+
+
 def test_ask_shows_a_scripts_progress_live_and_show_prints_it_again(cli: Cli, tmp_path: Path) -> None:
     """`log`/`phase` lines appear among the calls as the script runs, and `harness show` (and `--json`) keeps them."""
     from fake_openai import FakeOpenAI, Turn
