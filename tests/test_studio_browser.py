@@ -310,6 +310,26 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, 
         page.locator('#pending-badge.hidden').wait_for(state='attached')
 
 
+def test_a_chat_turn_shows_the_scripts_progress_among_its_calls(page: Any, tmp_path: Path) -> None:
+    """`phase`/`log` lines stream into the turn as the script reports them, between its calls, and read the same
+    once the conversation is read again."""
+    from test_studio import approval_model
+
+    script = 'phase("look up")\nfound = await lookup(key="ab")\nlog(f"count {found[\'count\']}")\nfound\n'
+    with chat_over_catalog(tmp_path, approval_model(script=script), 'progress') as url:
+        send_prompt(page, url, 'count ab')
+        turn = page.locator('.turn[data-status=completed]')
+        turn.wait_for()
+        lines = [line.strip() for line in turn.locator('ul.live-calls li').all_inner_texts()]
+        assert len(lines) == 3 and lines[0] == '▸ look up' and lines[2] == '│ count 2', lines
+        assert lines[1].startswith('✓ #2 lookup') and lines[1].endswith("→ {'count': 2}"), lines  # the call between
+        assert turn.locator('li.live-progress[data-kind=phase]').count() == 1
+        page.reload()
+        page.locator('.turn .answer').wait_for()
+        again = page.locator('.turn ul.live-calls li').all_inner_texts()
+        assert [again[0].strip(), again[2].strip()] == ['▸ look up', '│ count 2'] and len(again) == 3, again
+
+
 def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:
     """The error of a turn whose model failed is shown once: live, and when the conversation is read again."""
     with chat_over_catalog(tmp_path, broken_model(), 'broken') as url:
