@@ -395,6 +395,10 @@ def test_log_and_phase_are_kept_in_order_with_their_seq_and_replay_the_same(make
     ran.clear()
     replayed = h.replay_sync(result.run_id)
     assert replayed.progress == result.progress and ran == []  # answered from the journal, nothing ran
+    forked = h.fork_sync(result.run_id, at=3, result=10)
+    assert forked.value == 10 and [p['text'] for p in forked.progress] == ['fetch', 'starting', 'got 10', 'done']
+    with pytest.raises(WorkflowError, match=r'#2 of run \w+ is a log\(\)/phase\(\) entry of the script, not a call'):
+        h.fork_sync(result.run_id, at=2, result='x')
 
 
 def test_progress_across_a_wait_for_approval_is_neither_lost_nor_repeated(make_harness: Any, tmp_path: Path) -> None:
