@@ -8,7 +8,8 @@ calls, and (after the wait) the results, before the sandbox sees them.
 Protocol (pydantic-monty 1.4.0, async pool): a call pauses as `AsyncFunctionSnapshot` the moment it
 is made; it is answered with a future, and its result is delivered later at an
 `AsyncFutureSnapshot`, which lists the calls the sandbox is blocked on. Answering with a value at
-once would break the script's `await`.
+once would break the script's `await`; the one host function the sandbox does not await, `__progress__`
+(`log`/`phase`, `_progress`), is answered with its value at once.
 """
 
 from __future__ import annotations
