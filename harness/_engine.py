@@ -114,7 +114,8 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         trace_values: put call arguments and result previews on spans.
         grant_clock / grant_randomness: let scripts read the clock / OS entropy; each value is
             journaled, so replay and resume see the same world.
-        on_event: called with a `CallEvent` as each call starts, finishes, fails, is refused or is skipped.
+        on_event: called with a `CallEvent` as each call starts, finishes, fails, is refused or is skipped,
+            and (kind `progress`) as the script calls `log(text)` or `phase(name)`.
         temporal: a Temporal server's address (`host:port`; not given: `HARNESS_TEMPORAL`): every script
             runs as a Temporal workflow on the workers (`harness worker`) polling `task_queue`, which
             need the same catalog and store. `None`: the embedded engine, in this process, even when

@@ -16,7 +16,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -83,10 +83,12 @@ Outcome = Returned | Raised
 """What the sandbox is answered with for one call."""
 
 
-EventKind = Literal['started', 'finished', 'failed', 'refused', 'skipped']
+EventKind = Literal['started', 'finished', 'failed', 'refused', 'skipped', 'progress']
 """`refused`: a rule or a budget did not let the call run (it never started). A call a budget refused gets no
 journal position and is not a call of the run: its event's record has seq 0. `skipped`: the script ended before
-the call started (it may have had a `started` event, if it was waiting for a concurrency slot)."""
+the call started (it may have had a `started` event, if it was waiting for a concurrency slot). `progress`: the
+script called `log(text)` or `phase(name)`: the record's callee is `progress:log` or `progress:phase`, its
+`arguments['text']` the text (no call of the catalog; see `_sandbox._progress`)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,34 @@ class WorkflowResult:
     note: str | None = None
     waiting: list[Pending] = field(default_factory=list)
     """With `status == 'waiting'`: the calls that wait for approval (the run holds no worker meanwhile)."""
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        """The script's `log(text)`/`phase(name)` entries, in order: `{'kind': 'log' | 'phase', 'text', 'seq'}`
+        (`seq`: its place in the journal; the same on replay). Entries past the cap are counted in
+        `progress_dropped`."""
+        return progress_entries(self.calls)
+
+    @property
+    def progress_dropped(self) -> int:
+        """`log`/`phase` entries past the run's cap (`PROGRESS_MAX_ENTRIES`): counted, not kept."""
+        return progress_dropped(self.calls)
+
+
+PROGRESS_PREFIX = 'progress:'
+"""The journal rows of `log`/`phase` (`progress:log`, `progress:phase`) and of the count past the cap."""
+PROGRESS_DROPPED = 'progress:dropped'
+
+
+def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
+    """The kept `log`/`phase` entries among a run's journal rows, in order, as `r.progress` gives them."""
+    return [{'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
+            for c in calls if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED]
+
+
+def progress_dropped(calls: Iterable[CallRecord]) -> int:
+    """How many `log`/`phase` entries past the cap a run counted and did not keep."""
+    return sum(c.result for c in calls if c.callee == PROGRESS_DROPPED and isinstance(c.result, int))
 
 
 def new_run_id() -> str:

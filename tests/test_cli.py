@@ -398,6 +398,46 @@ def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli,
     assert [r['model'] for r in fake.requests] == [MODEL, MODEL]
 
 
+def test_exec_shows_a_scripts_progress_and_its_json_keeps_it(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / 'flow.py').write_text('phase("list")\nfiles = await list_files(pattern="*.md")\nlog("listed")\n'
+                                      'len(files)\n')
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    out = ok(cli(['exec', 'flow.py'], cwd=tmp_path, env=env))
+    assert '▸ list' in out and '│ listed' in out
+    assert RUN_LINE.search(out)['calls'] == '1', out  # type: ignore[index]  # the log and the phase are no calls
+    ran = json.loads(ok(cli(['exec', 'flow.py', '--json'], cwd=tmp_path, env=env)))
+    assert ran['progress'] == [{'kind': 'phase', 'text': 'list', 'seq': 1}, {'kind': 'log', 'text': 'listed', 'seq': 3}]
+
+
+def test_ask_shows_a_scripts_progress_live_and_show_prints_it_again(cli: Cli, tmp_path: Path) -> None:
+    """`log`/`phase` lines appear among the calls as the script runs, and `harness show` (and `--json`) keeps them."""
+    from fake_openai import FakeOpenAI, Turn
+
+    script = ('phase("scan")\nfiles = await list_files(pattern="*.md")\nlog(f"found {len(files)} notes")\n'
+              'phase("done")\nlen(files)\n')
+    (tmp_path / 'a.md').write_text('a')
+    fake = FakeOpenAI([Turn(script=script), Turn(chunks=['one note'])])
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
+    try:
+        out = ok(cli(['ask', 'count the notes'], cwd=tmp_path, env=env))
+    finally:
+        fake.close()
+    lines = [line.strip() for line in out.splitlines()]
+    scan, listed, found, done = (next(i for i, line in enumerate(lines) if line.startswith(mark))
+                                 for mark in ('▸ scan', '✓ #2 list_files', '│ found 1 notes', '▸ done'))
+    assert scan < listed < found < done, out  # in the order the script ran, among the calls
+    run_id = RUN_LINE.search(out)
+    assert run_id and run_id['calls'] == '1', out  # progress is not a call
+    shown = ok(cli(['show', run_id['id']], cwd=tmp_path, env=env))
+    assert 'progress:' in shown and '#1 ▸ scan' in shown and '#3 │ found 1 notes' in shown and '#4 ▸ done' in shown
+    assert 'progress:log' not in shown  # not listed among the calls
+    as_json = json.loads(ok(cli(['show', run_id['id'], '--json'], cwd=tmp_path, env=env)))
+    assert as_json['progress'] == [{'kind': 'phase', 'text': 'scan', 'seq': 1},
+                                   {'kind': 'log', 'text': 'found 1 notes', 'seq': 3},
+                                   {'kind': 'phase', 'text': 'done', 'seq': 4}]
+    assert as_json['progress_dropped'] == 0
+
+
 @pytest.mark.parametrize(('models', 'path', 'needles'), [
     ([], '', ('serves no model', 'HARNESS_MODEL')),
     (['llama3.2', 'qwen2.5'], '', ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),

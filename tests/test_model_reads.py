@@ -283,4 +283,6 @@ def test_the_description_is_written_from_the_catalog_and_stays_short(h: Harness)
     assert 'answered from its stored result and costs nothing' in rules
     assert 'Importable: asyncio, json, math, re, typing, collections' in rules
     assert 'Results are plain data' in rules and 'stricter than Python' in rules
+    assert '`phase("name")` and `log("text")` (not awaited)' in rules  # the script's own progress, shown live
+    assert 'def log(message: str) -> None:' in h.stubs() and 'def phase(name: str) -> None:' in h.stubs()
     assert description.endswith(f'```python\n{h.stubs()}```')

@@ -418,9 +418,9 @@ def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., St
 APPROVAL_SCRIPT = 'sent = await send_email(to="ops@example.com", body="deploy done")\nsent\n'
 
 
-def approval_model(told: list[str] | None = None) -> FunctionModel:
-    """An orchestrator that sends one email through a script, then answers with what the script returned (`told`:
-    collects the instructions of each request)."""
+def approval_model(told: list[str] | None = None, script: str = APPROVAL_SCRIPT) -> FunctionModel:
+    """An orchestrator that sends one email through a script (or runs `script`), then answers with what the script
+    returned (`told`: collects the instructions of each request)."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if told is not None:
@@ -429,7 +429,7 @@ def approval_model(told: list[str] | None = None) -> FunctionModel:
         for part in last.parts if isinstance(last, ModelRequest) else []:
             if isinstance(part, ToolReturnPart):
                 return ModelResponse(parts=[TextPart(f'Done: **{part.content}**.')])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': APPROVAL_SCRIPT}, tool_call_id='mail')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script}, tool_call_id='mail')])
 
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
         for part in respond(messages, info).parts:
@@ -441,6 +441,27 @@ def approval_model(told: list[str] | None = None) -> FunctionModel:
                                         tool_call_id=part.tool_call_id)}
 
     return FunctionModel(respond, stream_function=stream)
+
+
+def test_a_scripts_progress_streams_in_the_chat_and_is_kept_for_the_run_page(studio: Callable[..., Studio]) -> None:
+    script = 'phase("look up")\nfound = await lookup(key="ab")\nlog(f"count {found[\'count\']}")\nfound\n'
+    s = studio(approval_model(script=script))
+    chunks = s.chat('conversation-progress', 'count ab')
+    live = [c['data'] for c in chunks if c['type'] == 'data-call']
+    # As the script ran: the phase, the call, the log line, in that order; a log/phase is no call (no `started`).
+    assert [d['progress']['text'] if d['kind'] == 'progress' else f'{d["kind"]} {d["callee"]}' for d in live] == [
+        'look up', 'started lookup', 'finished lookup', 'count 2']
+    assert [d['progress'] for d in live if d['kind'] == 'progress'] == [
+        {'kind': 'phase', 'text': 'look up'}, {'kind': 'log', 'text': 'count 2'}]
+    [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
+    run_id = turn['runs'][0]['run_id']
+    page = s.get(f'/api/runs/{run_id}')
+    assert page['progress'] == [{'kind': 'phase', 'text': 'look up', 'seq': 1},
+                                {'kind': 'log', 'text': 'count 2', 'seq': 3}]
+    assert page['progress_dropped'] == 0
+    stored = s.get('/api/conversations/conversation-progress')['turns'][0]['runs'][0]['calls_made']
+    assert [c['progress'] for c in stored] == [{'kind': 'phase', 'text': 'look up'}, None,
+                                               {'kind': 'log', 'text': 'count 2'}]  # the stored chat reads the same
 
 
 def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -> None:

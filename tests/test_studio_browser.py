@@ -34,7 +34,8 @@ SCRIPTS = {
     'ok': 'import asyncio\nfiles = await list_files(pattern="*.py")\n'
           'counts = await asyncio.gather(*[lookup(key=f) for f in files[:2]])\n'
           '{"files": len(files), "counts": counts}\n',
-    'failed': 'found = await lookup(key="present")\ngone = await lookup(key="missing")\ngone\n',
+    'failed': 'found = await lookup(key="present")\nlog(f"found {found[\'count\']}")\n'
+              'gone = await lookup(key="missing")\ngone\n',
     'waiting': 'summary = await lookup(key="weekly")\n'
                'sent = await send_email(to="team@example.com", body=f"weekly: {summary[\'count\']} items")\n'
                '{"summary": summary, "sent": sent}\n',
@@ -68,7 +69,8 @@ def studio(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any], sp
         (home / f'{name}.py').write_text(code)
         made = cli(['exec', f'{name}.py', '--json', *common], cwd=home)
         runs[name] = json.loads(made.stdout.strip().splitlines()[-1])['run_id']
-    env = offline_env(PYTHONPATH=str(TESTS / 'helpers'))
+    # The checkout under test first (not whichever copy of the project the console script was installed from).
+    env = offline_env(PYTHONPATH=os.pathsep.join([str(TESTS / 'helpers'), str(TESTS.parent)]))
     child = spawn([HARNESS, 'ui', '--port', '0', *common], env=env, cwd=home)
     url = re.search(r'http://127\.0\.0\.1:\d+', child.expect('studio: ')).group(0)
     yield Studio(url, child, runs)
@@ -119,7 +121,7 @@ def test_the_runs_page_lists_the_runs(studio: Studio, page: Any) -> None:
     assert page.locator('#runs-table tbody tr').get_attribute('data-run-id') == studio.runs['failed']
 
 
-def test_a_run_page_shows_its_calls_trace_and_graph(studio: Studio, page: Any) -> None:
+def test_a_run_page_shows_its_calls_progress_trace_and_graph(studio: Studio, page: Any) -> None:
     page.goto(studio.url + '/runs')
     page.click(f'#runs-table tr[data-run-id="{studio.runs["failed"]}"] a')
     page.wait_for_url(f'**/runs/{studio.runs["failed"]}')
@@ -128,8 +130,10 @@ def test_a_run_page_shows_its_calls_trace_and_graph(studio: Studio, page: Any) -
     rows = page.locator('tr.call-row')
     assert rows.count() == 2
     assert [rows.nth(i).get_attribute('data-status') for i in range(2)] == ['ok', 'error']
-    assert page.locator('pre.python .line').count() == 3  # the script, highlighted line by line
-    detail = page.locator('tr.call-detail[data-seq="2"]')
+    # The script's log line is its progress, not a call: #2 in the journal, between the two calls.
+    assert page.locator('#progress-list li.progress-entry[data-seq="2"]').inner_text() == '#2 │ found 7'
+    assert page.locator('pre.python .line').count() == 4  # the script, highlighted line by line
+    detail = page.locator('tr.call-detail[data-seq="3"]')
     assert not detail.is_visible()
     rows.nth(1).click()
     detail.wait_for()
@@ -137,7 +141,7 @@ def test_a_run_page_shows_its_calls_trace_and_graph(studio: Studio, page: Any) -
     assert '"key": "missing"' in text  # the full arguments
     assert 'lookup failed with KeyError' in text  # what the script saw
     assert "KeyError: \"no entry 'missing' in the ledger\"" in text  # what the callee raised (operator side)
-    assert page.locator('pre.python .line.focus').get_attribute('data-line') == '2'
+    assert page.locator('pre.python .line.focus').get_attribute('data-line') == '3'
     assert page.locator('svg.graph .node.taken').count() == 2  # both call sites, on the path taken
     assert page.locator('svg.graph path.edge.taken').count() == 3  # start -> #1 -> #2 -> end
     spans = page.locator('li.span .span-label').all_inner_texts()
@@ -304,6 +308,26 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, 
         assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
         assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
         page.locator('#pending-badge.hidden').wait_for(state='attached')
+
+
+def test_a_chat_turn_shows_the_scripts_progress_among_its_calls(page: Any, tmp_path: Path) -> None:
+    """`phase`/`log` lines stream into the turn as the script reports them, between its calls, and read the same
+    once the conversation is read again."""
+    from test_studio import approval_model
+
+    script = 'phase("look up")\nfound = await lookup(key="ab")\nlog(f"count {found[\'count\']}")\nfound\n'
+    with chat_over_catalog(tmp_path, approval_model(script=script), 'progress') as url:
+        send_prompt(page, url, 'count ab')
+        turn = page.locator('.turn[data-status=completed]')
+        turn.wait_for()
+        lines = [line.strip() for line in turn.locator('ul.live-calls li').all_inner_texts()]
+        assert len(lines) == 3 and lines[0] == '▸ look up' and lines[2] == '│ count 2', lines
+        assert lines[1].startswith('✓ #2 lookup') and lines[1].endswith("→ {'count': 2}"), lines  # the call between
+        assert turn.locator('li.live-progress[data-kind=phase]').count() == 1
+        page.reload()
+        page.locator('.turn .answer').wait_for()
+        again = page.locator('.turn ul.live-calls li').all_inner_texts()
+        assert [again[0].strip(), again[2].strip()] == ['▸ look up', '│ count 2'] and len(again) == 3, again
 
 
 def test_a_failed_chat_turn_says_why_once(page: Any, tmp_path: Path) -> None:

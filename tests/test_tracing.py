@@ -359,6 +359,30 @@ def test_one_trace_from_orchestrator_to_sub_agents_with_capfire(capfire: Capture
         assert name in text
 
 
+@pytest.mark.parametrize('trace_values', [True, False])
+def test_log_and_phase_are_events_of_the_run_span(capfire: CaptureLogfire, trace_values: bool) -> None:
+    """Each `log`/`phase` is a `progress` event on the `run_workflow` span, with its kind and seq (and its text
+    unless `trace_values=False` keeps values out of the spans)."""
+    install_recorder()  # capfire replaced logfire's provider: put the offline recorder on the new one
+    h = Harness(store=':memory:', trace_values=trace_values)
+    try:
+        @h.tool
+        async def double(*, x: int) -> int:
+            return 2 * x
+
+        result = h.run_sync('phase("start")\ny = await double(x=1)\nlog(f"y is {y}")\ny')
+    finally:
+        h.close()
+    [workflow] = [s for s in capfire.exporter.exported_spans if s.name == f'run_workflow {result.run_id}'
+                  and (s.attributes or {}).get('logfire.span_type') != 'pending_span']
+    events = [(e.name, dict(e.attributes or {})) for e in workflow.events if e.name == 'progress']
+    text = (lambda t: {'harness.progress.text': t}) if trace_values else (lambda t: {})
+    assert events == [
+        ('progress', {'harness.progress.kind': 'phase', 'harness.seq': 1, **text('start')}),
+        ('progress', {'harness.progress.kind': 'log', 'harness.seq': 3, **text('y is 2')}),
+    ]
+
+
 def rendered(stored: list[dict[str, Any]], width: int = 200) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
     console.print(render_tree(stored))

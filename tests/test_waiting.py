@@ -25,7 +25,7 @@ from harness._store import RunStore
 
 WORKER = Path(__file__).parent / 'helpers' / 'waiting_worker.py'
 sys.path.insert(0, str(WORKER.parent))
-from waiting_worker import build  # noqa: E402
+from waiting_worker import build, build_progress  # noqa: E402
 
 
 def start_worker(kind: str, store: Path, markers: Path) -> tuple[subprocess.Popen[str], str]:
@@ -359,3 +359,103 @@ def test_cli_pending_approve_reject_and_resume(tmp_path: Path, monkeypatch: pyte
     assert resumed.exit_code == 0, resumed.output
     assert 'sent ann' in resumed.output and 'send was rejected by dana: bob left' in resumed.output
     assert 'nothing waits for approval' in runner.invoke(app, ['pending', '--store', store]).output
+
+
+# -- progress: log() and phase() ------------------------------------------------------------------
+
+
+def progress_harness(make_harness: Any, **kwargs: Any) -> tuple[Harness, list[str]]:
+    """A Harness with a plain `double` and a gated `send`; `ran` lists the calls that really ran."""
+    h = make_harness(**kwargs)
+    ran: list[str] = []
+
+    @h.tool
+    async def double(*, x: int) -> int:
+        ran.append(f'double {x}')
+        return 2 * x
+
+    @h.tool(approval=True, side_effect=True)
+    async def send(*, to: str) -> str:
+        ran.append(f'send {to}')
+        return f'sent {to}'
+
+    return h, ran
+
+
+def test_log_and_phase_are_kept_in_order_with_their_seq_and_replay_the_same(make_harness: Any) -> None:
+    h, ran = progress_harness(make_harness)
+    script = ('phase("fetch")\nlog("starting")\ny = await double(x=2)\nlog(f"got {y}")\n'
+              'phase("done")\ny')
+    result = h.run_sync(script)
+    assert result.value == 4
+    assert result.progress == [
+        {'kind': 'phase', 'text': 'fetch', 'seq': 1}, {'kind': 'log', 'text': 'starting', 'seq': 2},
+        {'kind': 'log', 'text': 'got 4', 'seq': 4}, {'kind': 'phase', 'text': 'done', 'seq': 5},
+    ]
+    ran.clear()
+    replayed = h.replay_sync(result.run_id)
+    assert replayed.progress == result.progress and ran == []  # answered from the journal, nothing ran
+    forked = h.fork_sync(result.run_id, at=3, result=10)
+    assert forked.value == 10 and [p['text'] for p in forked.progress] == ['fetch', 'starting', 'got 10', 'done']
+    with pytest.raises(WorkflowError, match=r'#2 of run \w+ is a log\(\)/phase\(\) entry of the script, not a call'):
+        h.fork_sync(result.run_id, at=2, result='x')
+
+
+def test_progress_across_a_wait_for_approval_is_neither_lost_nor_repeated(make_harness: Any, tmp_path: Path) -> None:
+    h, ran = progress_harness(make_harness, store=str(tmp_path / 'runs.db'))
+    script = ('phase("draft")\nlog("one")\nr = await send(to="ann")\nlog(r)\n'
+              'for i in range(1_200):\n    log(str(i))\nr')
+    first = h.run_sync(script)
+    assert first.status == 'waiting'
+    assert first.progress == [{'kind': 'phase', 'text': 'draft', 'seq': 1}, {'kind': 'log', 'text': 'one', 'seq': 2}]
+    h.approve(first.run_id, 3)
+    done = h.resume_sync(first.run_id)
+    assert done.value == 'sent ann' and ran == ['send ann']
+    texts = [p['text'] for p in done.progress]
+    assert texts[:4] == ['draft', 'one', 'sent ann', '0'] and len(texts) == 1_000  # kept: the first 1,000
+    assert done.progress_dropped == 1_203 - 1_000  # counted, exactly once
+    assert [p['seq'] for p in done.progress] == sorted({p['seq'] for p in done.progress})
+    again = h.replay_sync(first.run_id)
+    assert again.progress == done.progress and again.progress_dropped == done.progress_dropped
+
+
+def test_logs_cost_nothing_and_are_no_repeated_call(make_harness: Any) -> None:
+    """Not a call of the catalog: no budget is charged, and the same line logged 50 times is not a stuck loop."""
+    h, ran = progress_harness(make_harness, max_tool_calls=1, max_repeats=2)
+    result = h.run_sync('for i in range(50):\n    log("polling")\n    phase("wait")\nawait double(x=1)')
+    assert result.status == 'completed' and result.value == 2 and len(result.progress) == 100
+    assert ran == ['double 1']
+
+
+def test_a_log_that_is_not_text_says_how_to_write_it(make_harness: Any) -> None:
+    h, _ = progress_harness(make_harness)
+    with pytest.raises(WorkflowError) as caught:
+        h.run_sync('import json\nlog(json.loads("[1]")[0])')  # Any to the checker, an int when it runs
+    assert 'log() takes one str, got int: write log(str(x)) or an f-string' in caught.value.message
+    assert '__progress__' not in caught.value.message.splitlines()[-1]
+
+
+def test_ten_thousand_logs_keep_the_store_bounded(make_harness: Any, tmp_path: Path) -> None:
+    h, _ = progress_harness(make_harness, store=str(tmp_path / 'runs.db'))
+    result = h.run_sync('for i in range(10_000):\n    log("x" * 5_000)\nawait double(x=1)')
+    assert result.value == 2
+    assert len(result.progress) == 1_000 and result.progress_dropped == 9_000
+    assert {len(p['text']) for p in result.progress} == {len('x' * 1_000 + '… [4000 more characters cut]')}
+    with RunStore(tmp_path / 'runs.db') as db:
+        rows = db.calls(result.run_id)
+    assert len(rows) == 1_002  # the kept entries, one count of the rest, the call
+
+
+def test_entries_past_the_cap_are_counted_once_across_a_sigkill_and_resume(tmp_path: Path) -> None:
+    """The count of entries past the cap is journaled as the script goes; after a SIGKILL the resumed run restarts
+    from its last snapshot and makes the entries after it again: they are counted once, not twice."""
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    proc, run_id = start_worker('progress', store, markers)
+    kill(proc)
+    with RunStore(store) as db:
+        assert db.get_run(run_id).status == 'interrupted'  # killed mid-way  # type: ignore[union-attr]
+    with build_progress(str(store), hang=False) as h:
+        result = h.resume_sync(run_id)
+    assert result.status == 'completed' and result.value == 1
+    assert len(result.progress) == 1_000 and result.progress_dropped == 100 + 300

@@ -37,7 +37,8 @@ How scripts work (Monty, a sandboxed subset of Python):
 - A call a rule does not allow (see "Requires" in a stub, or a function not allowed in this run)
   raises PermissionError naming the rule, and does not run.
 - The script's last expression is its result (a final statement gives None); print() output is
-  returned too. Async helper functions, loops, comprehensions, try/except and f-strings work.
+  returned too. `phase("name")` and `log("text")` (not awaited) show the person watching how a long
+  script is going; they cost nothing. Async helper functions, loops, comprehensions, try/except and f-strings work.
 - Importable: {importable}.
 - No filesystem, network, environment, clock or OS randomness: get data from the functions below.
   No class inheritance, no generators (`yield`), no `async with`.

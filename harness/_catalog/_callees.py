@@ -167,7 +167,7 @@ def check_name(name: str | None, existing: set[str], *, what: str) -> str:
         raise RegistrationError(f'{what} name {name!r} is a Python keyword: pass a different name="...".')
     if name in RESERVED_NAMES:
         raise RegistrationError(
-            f'{what} name {name!r} would shadow a name scripts need (a builtin, a module or a join helper): '
+            f'{what} name {name!r} would shadow a name scripts need (a builtin, a module or a script helper): '
             'pass a different name="...".'
         )
     if name.startswith('_'):

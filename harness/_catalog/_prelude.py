@@ -6,13 +6,15 @@ that succeeded needs `settled`; it has no `wait`, `wait_for` or `as_completed` e
 `__race_won__`, `__deadline__`, answered by `_joins.Joins`), which cancel the calls a join no
 longer needs and journal every decision. A member a join can cancel is a call of a catalog
 function (the host knows it by its call id, `str(aw)`); any other awaitable runs to its end.
+`log` and `phase` report the script's progress through the host function `__progress__`, which the
+host answers at once, synchronously (`_sandbox._progress`): they cost nothing and are not calls.
 
 The runtime source is fed to each session before the script (and unchecked); the stub text below
 is what the model and the checker see, with `PermissionError`, a builtin the sandbox raises (a
 refused call) that its checker does not know.
 """
 
-HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within'})
+HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within', 'log', 'phase'})
 
 HELPERS_SOURCE = """\
 import asyncio
@@ -52,6 +54,12 @@ async def quorum(k, *aws):
 async def within(seconds, aw):
     await __deadline__(seconds=seconds, members=[str(aw)])
     return await aw
+
+def log(message):
+    __progress__(kind="log", text=message)
+
+def phase(name):
+    __progress__(kind="phase", text=name)
 """
 
 HELPER_STUBS = '''\
@@ -93,5 +101,25 @@ async def quorum(k: int, *aws: Awaitable[T]) -> list[T]:
 
 async def within(seconds: float, aw: Awaitable[T]) -> T:
     """The value of `aw`, or TimeoutError if it has not finished after `seconds` (the call is cancelled)."""
+    ...
+'''
+
+PROGRESS_MAX_TEXT = 1_000
+"""Characters of one `log`/`phase` text a run keeps; the rest is cut."""
+PROGRESS_MAX_ENTRIES = 1_000
+"""`log`/`phase` entries a run keeps; the ones after are counted, not kept."""
+
+HELPER_STUBS += f'''
+
+def log(message: str) -> None:
+    """Report progress while the script runs (not awaited): shown live to the person watching and kept with the
+    run. Not a call: costs nothing and counts against no budget. Text past {PROGRESS_MAX_TEXT:,} characters is
+    cut; a run keeps its first {PROGRESS_MAX_ENTRIES:,} log/phase entries and only counts the rest."""
+    ...
+
+
+def phase(name: str) -> None:
+    """Name the stage the script has reached, e.g. phase("review") (not awaited): shown live as the current
+    phase and kept with the run, like `log`."""
     ...
 '''

@@ -19,7 +19,7 @@ STUB_HEADER = 'import asyncio\nfrom typing import Any, Awaitable, Generic, Liter
 
 
 def render_stubs(callees: Iterable[Callee]) -> str:
-    """The catalog as stubs: header, output types, one async function per callee, the join helpers."""
+    """The catalog as stubs: header, output types, one async function per callee, the helpers (joins, progress)."""
     callees = list(callees)
     signatures = [c.signature for c in callees]
     conflicting = FunctionSignature.get_conflicting_type_names(signatures)
@@ -29,7 +29,7 @@ def render_stubs(callees: Iterable[Callee]) -> str:
         c.signature.render('...', description=describe(c), is_async=True, conflicting_type_names=conflicting)
         for c in callees
     )
-    blocks.append('# Join helpers, available in every script.\n' + HELPER_STUBS)
+    blocks.append('# Helpers, available in every script: joins and progress.\n' + HELPER_STUBS)
     return '\n\n'.join(block.rstrip('\n') for block in blocks) + '\n'
 
 

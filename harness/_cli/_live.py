@@ -1,4 +1,5 @@
-"""The terminal's live view of calls: one line as each call starts, finishes, fails, is refused or is skipped.
+"""The terminal's live view of calls: one line as each call starts, finishes, fails, is refused or is skipped,
+and one for each `phase(name)` (`▸ name`, the stage the script reached) and `log(text)` (`│ text`) of the script.
 
 Calls are written as the script wrote them, in Python: `reviewer(path='a.py', focus='bugs')`, each value
 cut on its own (a long string keeps its start and says how long it was) rather than the whole line at
@@ -12,8 +13,11 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from .._records import CallEvent
+from .._records import PROGRESS_PREFIX, CallEvent
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
+
+PROGRESS_CHARS = 200
+"""A `log` line in the live view: its start (the run keeps up to 1,000 characters)."""
 
 
 class LiveCalls:
@@ -44,6 +48,9 @@ class LiveCalls:
         return number
 
     def __call__(self, event: CallEvent) -> None:
+        if event.kind == 'progress':  # the script's own words: no call, so no number
+            self.progress(event)
+            return
         number = self.number(event) if event.seq else None
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if event.kind == 'refused':
@@ -68,3 +75,11 @@ class LiveCalls:
         else:
             error = escape(event.error or 'failed')
             self.console.print(f'  [red]✗[/red] #{number} {escape(event.callee)}: {error}{tag}')
+
+    def progress(self, event: CallEvent) -> None:
+        text = escape(cut(str(event.arguments.get('text') or ''), PROGRESS_CHARS))
+        tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
+        if event.callee == f'{PROGRESS_PREFIX}phase':
+            self.console.print(f'  [bold magenta]▸ {text}[/bold magenta]{tag}')
+        else:
+            self.console.print(f'  [dim]│[/dim] {text}{tag}')

@@ -14,6 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .._errors import WorkflowError
+from .._records import PROGRESS_PREFIX
 from ._live import LiveCalls
 from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
 
@@ -79,7 +80,8 @@ def exec_(
         h.close()
     if as_json:
         print(json.dumps({'run_id': result.run_id, 'status': result.status, 'value': result.value,
-                          'printed': result.printed, 'waiting': [p.__dict__ for p in result.waiting]}, default=str))
+                          'printed': result.printed, 'waiting': [p.__dict__ for p in result.waiting],
+                          'progress': result.progress}, default=str))
         return
     if result.printed:
         console.print(escape(result.printed), end='')
@@ -89,7 +91,8 @@ def exec_(
     console.print_json(json.dumps(result.value, default=str))
     if result.note:
         console.print(f'[yellow]note:[/yellow] {escape(result.note)}')
-    console.print(f'[dim]run {result.run_id} · {len(result.calls)} call(s)[/dim]')
+    calls = sum(1 for c in result.calls if not c.callee.startswith(PROGRESS_PREFIX))  # log/phase are no calls
+    console.print(f'[dim]run {result.run_id} · {calls} call(s)[/dim]')
 
 
 @app.command()

@@ -18,7 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._agent._usage import Totals, format_cost
-from .._records import CallRecord, RunRow, SpanDict
+from .._catalog._prelude import PROGRESS_MAX_ENTRIES
+from .._records import PROGRESS_PREFIX, CallRecord, RunRow, SpanDict, progress_dropped, progress_entries
 from .._store import RunStore, Turn
 from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
@@ -128,7 +129,8 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
              usage: dict[str, Any] | None, turn: Turn | None, conversation: Sequence[Turn], siblings: Sequence[RunRow],
              short: dict[str, str], full: bool = False) -> None:
     """`harness show RUN`: the run, its orchestrator turn (prompt, answer, the conversation around it), its
-    script, its calls (a failed call's real exception under it), its value and its totals."""
+    script, its calls (a failed call's real exception under it), the script's `log`/`phase` progress, its value
+    and its totals."""
     console.print(f'[bold]run {run.run_id}[/bold]  {status_text(run.status)}'
                   + (f'  {run.duration:.2f}s' if run.duration is not None else '')
                   + f'  [dim]{when(run.created)}[/dim]')
@@ -152,6 +154,8 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
         console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
     console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
     exceptions = exceptions_by_seq(spans)
+    progress = [c for c in calls if c.callee.startswith(PROGRESS_PREFIX)]
+    calls = [c for c in calls if not c.callee.startswith(PROGRESS_PREFIX)]
     if calls and full:  # each call whole, as `--call K` shows it: a table column would fold a long value
         for call in calls:
             print_call(console, run, call, exceptions.get(call.seq, []))
@@ -173,6 +177,7 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
             console.print('[dim]stack traces: harness show RUN --call K (or --full)[/dim]')
     else:
         console.print('[dim]no calls[/dim]')
+    show_progress(console, progress, full=full)
     if usage:
         console.print(f'[dim]sub-agents: {Totals.from_json(usage).text()}[/dim]')
     if run.status == 'completed':
@@ -188,6 +193,28 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
             console.print(f'[dim]the turn ended {turn.status}{": " + escape(turn.error) if turn.error else ""}[/dim]')
         if turn.usage:
             console.print(f'[dim]orchestrator: {Totals.from_json(turn.usage).text()}[/dim]')
+
+
+PROGRESS_SHOWN = 30
+"""`log`/`phase` entries `harness show` prints without `--full`: the last ones."""
+
+
+def show_progress(console: Console, rows: Sequence[CallRecord], *, full: bool) -> None:
+    """The script's own progress, in order: `#seq ▸ phase` and `#seq │ log line`."""
+    entries = progress_entries(rows)
+    dropped = progress_dropped(rows)
+    if not entries:
+        return
+    shown = entries if full else entries[-PROGRESS_SHOWN:]
+    console.print('[bold]progress:[/bold]' + (f' [dim](the last {len(shown)} of {len(entries)}; --full shows all)'
+                                              '[/dim]' if len(shown) < len(entries) else ''))
+    for entry in shown:
+        text = escape(str(entry['text']))
+        mark = f'[bold magenta]▸ {text}[/bold magenta]' if entry['kind'] == 'phase' else f'[dim]│[/dim] {text}'
+        console.print(f'  [dim]#{entry["seq"]}[/dim] {mark}')
+    if dropped:
+        console.print(f'  [dim]… and {dropped:,} more entries past the cap of {PROGRESS_MAX_ENTRIES:,} (counted, '
+                      'not kept)[/dim]')
 
 
 def show_call(console: Console, run: RunRow, call: CallRecord, spans: Sequence[SpanDict]) -> None:

@@ -8,7 +8,8 @@ calls, and (after the wait) the results, before the sandbox sees them.
 Protocol (pydantic-monty 1.4.0, async pool): a call pauses as `AsyncFunctionSnapshot` the moment it
 is made; it is answered with a future, and its result is delivered later at an
 `AsyncFutureSnapshot`, which lists the calls the sandbox is blocked on. Answering with a value at
-once would break the script's `await`.
+once would break the script's `await`; the one host function the sandbox does not await, `__progress__`
+(`log`/`phase`, `_progress`), is answered with its value at once.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .._dispatch._dispatcher import Dispatcher
 from .._errors import BudgetExceeded, RunWaiting, WorkflowRuntimeError
 from .._records import Checkpoint, Outcome, Pending, PendingCall
 from ._joins import HOST_FUNCTIONS, Joins
+from ._progress import PROGRESS_FUNCTION, Progress
 from ._values import NotPlainData, plain
 
 SCRIPT_FEED = '<python-input-1>'
@@ -52,6 +54,7 @@ class ScriptLoop:
         self.ready: set[int] = set()
         self.wakeup: asyncio.Event | None = None
         self.joins = Joins(dispatcher, seq_of=lambda call_id: self.pending.get(call_id, {}).get('seq'))
+        self.progress = Progress(dispatcher)
 
     async def run(self, snap: monty.AsyncSnapshot) -> Any:
         try:
@@ -82,6 +85,8 @@ class ScriptLoop:
             if snap.is_os_function:
                 return await self.answer_os(snap)
             name = str(snap.function_name)
+            if name == PROGRESS_FUNCTION:  # log()/phase(): synchronous, so answered with the value itself
+                return await snap.resume(self.progress.answer(dict(snap.kwargs)))
             if name in HOST_FUNCTIONS:  # the join helpers asking the host
                 kwargs = dict(snap.kwargs)
                 outcome = self.joins.answer(name, kwargs)
@@ -199,6 +204,7 @@ class ScriptLoop:
 
     def checkpoint(self, snap: monty.AsyncFutureSnapshot) -> Checkpoint:
         """The paused interpreter with every undelivered call (a restored snapshot knows only ids)."""
+        self.progress.seal()
         return Checkpoint(len(self.dispatcher.calls), snap.dump(), list(self.pending.values()))
 
     async def answer_os(self, snap: monty.AsyncFunctionSnapshot) -> monty.AsyncSnapshot:
@@ -247,4 +253,4 @@ def arguments_of(name: str, snap: monty.AsyncFunctionSnapshot) -> dict[str, Any]
 
 def clean_traceback(text: str) -> str:
     """Name the script and the helpers as a reader knows them, not by Monty's feed numbers."""
-    return text.replace(SCRIPT_FEED, 'workflow.py').replace('<python-input-0>', '<join helpers>')
+    return text.replace(SCRIPT_FEED, 'workflow.py').replace('<python-input-0>', '<helpers>')

@@ -28,6 +28,7 @@ from .._tracing._names import ATTR_ERRORS, SPAN_CHECK
 from .._tracing._setup import TRACER
 from ._loop import OsHandler, ScriptLoop, clean_traceback
 from ._pool import SandboxPool
+from ._progress import is_progress
 
 PRINT_LIMIT = 64_000
 
@@ -91,7 +92,7 @@ async def run_script(pool: SandboxPool, checker: Checker, job: ScriptRun, printe
         return await _run(pool, checker, job, printed)
     except WorkflowError as exc:
         exc.run_id = job.dispatcher.run_id
-        exc.completed = [r for r in job.dispatcher.calls if r.status == 'ok']
+        exc.completed = [r for r in job.dispatcher.calls if r.status == 'ok' and not is_progress(r)]
         exc.printed = printed.text
         raise
 

@@ -113,7 +113,8 @@ class Journal:
         store = self.store
         if store is None:
             return
-        rows, self.rows = self.rows, []
+        # A row changed twice since the last write is written once (the store seals one version of each seq per write).
+        rows, self.rows = list({row.seq: row for row in self.rows}.values()), []
         checkpoint = snapshot() if snapshot is not None else None  # the interpreter is dumped here, not in the thread
         if rows or checkpoint is not None:
             await store_write(store, store.put_calls, self.run_id, rows, snapshot=checkpoint,

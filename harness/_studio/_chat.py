@@ -2,11 +2,12 @@
 adapter (the UI message stream protocol: `text-delta`, `tool-input-available`, `tool-output-available`, ...).
 
 Two kinds of `data-*` part ride along in the same stream, so the page can show what the terminal shows:
-`data-call` as each call of a script starts, finishes, fails, is refused or is skipped (the Harness's
-`on_event`), and one `data-turn` at the end: how the turn ended, its runs, its tokens, and the calls it waits
-on when a run needs a person. The history lives on the server, in the run store's conversations (the ones
-`harness chat` keeps, so `harness chat --continue ID` picks up a studio conversation): the page sends only
-its new message, and `?continue=1` (no message) goes on after the person decided on the calls a turn waits for.
+`data-call` as each call of a script starts, finishes, fails, is refused or is skipped, and as the script calls
+`log`/`phase` (kind `progress`; the Harness's `on_event`), and one `data-turn` at the end: how the turn ended,
+its runs, its tokens, and the calls it waits on when a run needs a person. The history lives on the server, in
+the run store's conversations (the ones `harness chat` keeps, so `harness chat --continue ID` picks up a studio
+conversation): the page sends only its new message, and `?continue=1` (no message) goes on after the person
+decided on the calls a turn waits for.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .._tracing._setup import RECORDER
 from .._ui._runs import runs_of_turn
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 from .._ui._turns import new_conversation, record_turn
-from ._views import pending_of, run_summary
+from ._views import pending_of, progress_json, run_summary
 
 TOOL = 'run_workflow'
 CONVERSATION_ID = re.compile(r'[A-Za-z0-9_-]{8,64}')
@@ -53,6 +54,7 @@ def call_event_json(event: CallEvent) -> dict[str, Any]:
         'text': call_text(call.callee, call.arguments), 'source': call.source, 'elapsed': event.elapsed,
         'error': call.error if event.kind in ('failed', 'refused', 'skipped') else None,
         'result': cut(literal(call.result), RESULT_CHARS) if event.kind == 'finished' else None,
+        'progress': progress_json(call),
     }
 
 

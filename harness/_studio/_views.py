@@ -11,7 +11,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._check._analysis import analyze
-from .._records import CallRecord, Decision, RunRow, SpanDict
+from .._records import (
+    PROGRESS_DROPPED,
+    PROGRESS_PREFIX,
+    CallRecord,
+    Decision,
+    RunRow,
+    SpanDict,
+    progress_dropped,
+    progress_entries,
+)
 from .._store import RunStore, Turn
 from .._store._approvals import undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
@@ -169,6 +178,8 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
         'calls_count': run.calls_count,
         'calls': [{**call_json(c, exceptions.get(c.seq)),
                    'decision': decision_json(decided[c.seq]) if c.seq in decided else None} for c in calls],
+        'progress': progress_entries(calls),
+        'progress_dropped': progress_dropped(calls),
         'pending': pending,
         'spans': [span_json(root) for root in build_tree(spans)],
         'graph': graph_json(run, callees, calls),
@@ -188,10 +199,19 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
 
 def call_line(call: CallRecord) -> dict[str, Any]:
     """A call as the chat shows it live: the call as the script wrote it and its result, each cut as the
-    terminal cuts them (the run page has them whole)."""
+    terminal cuts them (the run page has them whole); a `log`/`phase` row has its `progress`."""
     return {'seq': call.seq, 'callee': call.callee, 'text': call_text(call.callee, call.arguments),
             'status': call.status, 'duration': call.duration, 'source': call.source, 'error': call.error,
-            'result': cut(literal(call.result), RESULT_CHARS) if call.status == 'ok' else None}
+            'result': cut(literal(call.result), RESULT_CHARS) if call.status == 'ok' else None,
+            'progress': progress_json(call)}
+
+
+def progress_json(call: CallRecord) -> dict[str, Any] | None:
+    """`{'kind': 'log' | 'phase', 'text'}` for a kept `log`/`phase` row, else None (a call, or the count past the
+    cap)."""
+    if not call.callee.startswith(PROGRESS_PREFIX) or call.callee == PROGRESS_DROPPED:
+        return None
+    return {'kind': call.callee.removeprefix(PROGRESS_PREFIX), 'text': call.arguments.get('text')}
 
 
 def run_entry(db: RunStore, run: RunRow, short: dict[str, str], usage: dict[str, dict[str, Any]]) -> dict[str, Any]:

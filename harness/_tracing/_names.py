@@ -41,6 +41,13 @@ def is_span(name: str, span: str) -> bool:
     return name.startswith(f'{span} ')
 
 
+# -- span events ----------------------------------------------------------------------------------
+
+EVENT_PROGRESS = 'progress'
+"""On the run span, one per `log(text)`/`phase(name)` the script called: `ATTR_PROGRESS_KIND`, `ATTR_SEQ` and
+(with `trace_values`) `ATTR_PROGRESS_TEXT`."""
+
+
 # -- attributes -----------------------------------------------------------------------------------
 
 ATTR_PREFIX = 'harness.'
@@ -75,6 +82,11 @@ ATTR_LINE = 'harness.line'
 ATTR_ARGUMENTS = 'harness.arguments'
 """Only with `trace_values`, as are the result previews."""
 ATTR_RESULT_PREVIEW = 'harness.result_preview'
+
+# a progress event (`EVENT_PROGRESS`), with `ATTR_SEQ`
+ATTR_PROGRESS_KIND = 'harness.progress.kind'
+"""`log` or `phase`."""
+ATTR_PROGRESS_TEXT = 'harness.progress.text'
 
 # an approval span
 ATTR_DECISION = 'harness.decision'

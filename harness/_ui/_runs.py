@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._records import CallRecord, RunRow, SpanDict
+from .._records import CallRecord, RunRow, SpanDict, progress_dropped, progress_entries
 from .._store import RunStore, Turn
 from .._tracing._names import ATTR_SEQ
 
@@ -54,6 +54,8 @@ def show_json(run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict
             'answer': turn.answer, 'status': turn.status, 'usage': turn.usage, 'trace_id': turn.trace_id,
         },
         'calls': [call_json(c, exceptions.get(c.seq)) for c in calls],
+        'progress': progress_entries(calls),
+        'progress_dropped': progress_dropped(calls),
     }
 
 

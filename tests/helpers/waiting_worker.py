@@ -3,14 +3,17 @@ prints `ready RUN_ID`, and stays alive until it is SIGKILLed.
 
     python waiting_worker.py approval STORE MARKERS
     python waiting_worker.py deadline STORE MARKERS
+    python waiting_worker.py progress STORE MARKERS
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import Harness
 
@@ -59,10 +62,55 @@ def build(store: str, markers: Path, *, hang: bool) -> Harness:
     return h
 
 
+PROGRESS_SCRIPT = """\
+import asyncio
+import time
+for i in range(1_100):
+    log(str(i))
+async def spam():
+    x = await fast(n=1)
+    for i in range(300):
+        log("more")
+    t = time.time()
+    try:
+        await fast(n=2)
+    except RuntimeError:
+        pass
+    return x
+(await asyncio.gather(hang(), spam()))[1]
+"""
+"""1,000 entries kept and 100 counted before the snapshot of the gather's pause; 300 more counted after it,
+journaled by the granted clock's write (no snapshot), then the run is killed once its second `fast` is refused
+by the budget (no write, no snapshot either): a resume restarts from that snapshot and counts the 300 again."""
+
+
+def build_progress(store: str, *, hang: bool, on_event: Any = None) -> Harness:
+    h = Harness(store=store, grant_clock=True, max_tool_calls=2, on_event=on_event)
+
+    @h.tool
+    async def fast(*, n: int) -> int:
+        return n
+
+    @h.tool(name='hang')
+    async def hang_() -> int:
+        if hang:
+            await asyncio.Event().wait()
+        return 2
+
+    return h
+
+
 if __name__ == '__main__':
     kind, store, markers = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     h = build(store, markers, hang=True)
-    if kind == 'approval':
+    if kind == 'progress':
+        def refused(event: Any) -> None:
+            if event.kind == 'refused':
+                print(f'ready {event.run_id} running', flush=True)
+
+        with contextlib.suppress(BaseException):
+            build_progress(store, hang=True, on_event=refused).run_sync(PROGRESS_SCRIPT)
+    elif kind == 'approval':
         result = h.run_sync(APPROVAL_SCRIPT)
         print(f'ready {result.run_id} {result.status}', flush=True)
     else:

@@ -234,7 +234,7 @@ async function runPage(runId, flash) {
   const facts = [
     status(run.status),
     h('span', { text: when(run.created) }),
-    h('span', { text: `${run.calls.length} call(s)` }),
+    h('span', { text: `${run.calls.filter((c) => !isProgress(c)).length} call(s)` }),
     run.duration !== null ? h('span', { text: seconds(run.duration) }) : null,
     run.usage ? h('span', { title: 'the sub-agents this run called', text: `sub-agents: ${usageText(run.usage)}` }) : null,
   ];
@@ -273,6 +273,7 @@ async function runPage(runId, flash) {
   const called = new Set(run.calls.map((c) => c.line));
   for (const line of script.querySelectorAll('.line')) if (called.has(Number(line.dataset.line))) line.classList.add('called');
   page.append(section('Script', script));
+  if (run.progress.length) page.append(progressSection(run));
   page.append(callsSection(run, script, busy));
   page.append(graphSection(run));
   page.append(section('Trace', run.spans.length ? spanTree(run.spans) : h('p', { class: 'muted', text: 'No spans stored (tracing was off for this run).' })));
@@ -371,12 +372,35 @@ async function decide(run, call, approve, reason, busy) {
   }
 }
 
+// A row of the journal that is the script's own `log`/`phase` (or the count past the cap), not a call.
+function isProgress(call) {
+  return call.callee.startsWith('progress:');
+}
+
+// The script's `phase(name)` (▸ name) and `log(text)` (│ text) lines, in the order it reported them.
+function progressLine(kind, text) {
+  return kind === 'phase'
+    ? [h('span', { class: 'mark phase', text: '▸' }), ' ', h('strong', { class: 'phase-text', text })]
+    : [h('span', { class: 'mark', text: '│' }), ' ', h('span', { class: 'log-text', text })];
+}
+
+function progressSection(run) {
+  const list = h('ol', { class: 'progress-list', id: 'progress-list' });
+  for (const entry of run.progress) {
+    list.append(h('li', { class: 'progress-entry', 'data-kind': entry.kind, 'data-seq': entry.seq },
+      h('span', { class: 'muted', text: `#${entry.seq} ` }), progressLine(entry.kind, entry.text)));
+  }
+  const dropped = run.progress_dropped ? h('p', { class: 'muted', text: `… and ${run.progress_dropped} more entries past the cap (counted, not kept).` }) : null;
+  return section('Progress', list, dropped);
+}
+
 function callsSection(run, script, busy) {
-  if (!run.calls.length) return section('Calls', h('p', { class: 'muted', text: 'This run made no call.' }));
+  const calls = run.calls.filter((c) => !isProgress(c));
+  if (!calls.length) return section('Calls', h('p', { class: 'muted', text: 'This run made no call.' }));
   const table = h('table', { class: 'calls', id: 'calls-table' },
     h('thead', {}, h('tr', {}, ['#', 'callee', 'line', 'status', 'started', 'took', 'source', ''].map((c) => h('th', { text: c })))));
   const body = h('tbody');
-  for (const call of run.calls) {
+  for (const call of calls) {
     const detail = h('tr', { class: 'call-detail hidden', 'data-seq': call.seq }, h('td', { colSpan: 8 }, callDetail(run, call, busy)));
     const row = h('tr', { class: 'call-row', 'data-seq': call.seq, 'data-status': call.status, tabIndex: 0, 'aria-expanded': 'false' },
       h('td', { text: `#${call.seq}` }),
@@ -747,6 +771,11 @@ class TurnView {
 
   call(data) {
     const attempt = this.attempts.at(-1) || this.newAttempt('run_workflow');
+    if (data.progress) {  // the script's own log/phase line, among its calls: no number, it is not a call
+      const tag = data.source && data.source !== 'live' ? h('span', { class: 'muted', text: ` (${data.source})` }) : null;
+      attempt.list.append(h('li', { class: 'live-progress', 'data-kind': data.progress.kind }, progressLine(data.progress.kind, data.progress.text), tag));
+      return;
+    }
     // seq 0: a call a budget refused, with no place in the journal (and no number): a line of its own.
     const key = data.seq ? `${data.run_id}:${data.seq}` : `${data.run_id}:refused:${this.calls.size}`;
     let item = this.calls.get(key);
@@ -853,9 +882,10 @@ class TurnView {
       const attempt = this.newAttempt('run_workflow');
       attempt.code.replaceChildren(highlight(run.script));
       for (const call of run.calls_made) {
+        if (call.callee.startsWith('progress:') && !call.progress) continue;  // the count past the cap
         const kind = call.status === 'ok' ? 'finished' : call.status === 'running' || call.status === 'waiting' ? 'started' : 'failed';
         this.call({ kind, run_id: run.run_id, seq: call.seq, callee: call.callee, text: call.text, source: call.source,
-          elapsed: call.duration, error: call.error || call.status, result: call.result });
+          elapsed: call.duration, error: call.error || call.status, result: call.result, progress: call.progress });
       }
       attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', runStatus(run)));
     }
