@@ -104,7 +104,8 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         inherit_model: run Agent sub-agents on the orchestrator's model.
         max_retries: failed `run_workflow` attempts allowed per orchestrator run.
         reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to
-            one that already completed from its result (no budget spent). Side effects are exactly as
+            one that already completed from its result (no budget spent), unless an `After(..., once=True)`
+            counts its calls (each authorises one call, so each runs). Side effects are exactly as
             written whatever this says: every call of a `side_effect=True` callee in a script runs, and
             only a later script of the same orchestrator run or conversation repeating one that
             succeeded gets its result instead (and is told so).

@@ -318,6 +318,21 @@ def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, r
     assert two.value == [True, True, False]  # two checks, two refunds
 
 
+def test_a_check_a_once_rule_counts_runs_each_time_it_is_called(make_harness: Any, refunds: list) -> None:
+    """An identical check is not answered from the earlier one (`reuse_results`): that would let one check that ran
+    authorise a refund per repeat of it, in this script or a later one of the orchestrator run."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = ('for i in range(3):\n    e = await check_entitlement(ticket_id="T-1")\n'
+              '    await issue_refund(ticket_id="T-1", cents=500 + i)\n')
+    result = h.run_sync(script)
+    checks = [c.source for c in result.calls if c.callee == 'check_entitlement']
+    assert checks == ['live'] * 3  # three checks ran, three refunds paid
+    assert len(refunds) == 3
+    plain = desk(make_harness(), [])  # a check no once= rule counts is still reused
+    assert [c.source for c in plain.run_sync(script).calls if c.callee == 'check_entitlement'] == ['live', 'reused',
+                                                                                                  'reused']
+
+
 def test_a_refund_that_failed_spent_its_check(make_harness: Any, refunds: list) -> None:
     """The failed call's effect may have happened (a timeout after the payment went out): it is not re-authorised."""
     h = desk(make_harness(), refunds, ONCE_RULE)

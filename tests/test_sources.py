@@ -159,7 +159,8 @@ def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='cat')], manifest(callees, stubs=''))
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'})
-    sources = answer_sources(run_id='run-1', history=None, scope=scope, reuse=True, recorded=recorded, decisions={})
+    sources = answer_sources(run_id='run-1', callees=callees, history=None, scope=scope, reuse=True, recorded=recorded,
+                             decisions={})
 
     assert [type(s) for s in sources] == [Effects, EarlierScript, Baseline, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', word='cat')) == {'return_value': 'from an earlier script'}
@@ -173,7 +174,8 @@ def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='dog')], manifest(callees, stubs=''))
     history = History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')})
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'})
-    sources = answer_sources(run_id='run-1', history=history, scope=scope, reuse=True, recorded=recorded, decisions={})
+    sources = answer_sources(run_id='run-1', callees=callees, history=history, scope=scope, reuse=True,
+                             recorded=recorded, decisions={})
 
     assert [type(s) for s in sources] == [JournalAnswers, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live

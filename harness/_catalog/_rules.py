@@ -292,6 +292,12 @@ class Ledger:
         return None, supplied
 
 
+def counted(rules: Iterable[tuple[After, ...]]) -> frozenset[str]:
+    """The callees a `once` rule counts the calls of: each call of one authorises one call, so an identical call
+    is never answered from an earlier one's result (`_sources.EarlierScript`): one check that ran, one refund."""
+    return frozenset(rule.callee for requires in rules for rule in requires if rule.once)
+
+
 def unmet(callee: str, rule: After, supplied: CallRecord | None) -> str:
     """The refusal of a call whose rule no predecessor satisfies."""
     text = f'{callee} requires {rule.describe()}; it was not called.'
