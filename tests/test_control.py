@@ -513,6 +513,22 @@ def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) 
         assert h.resume_sync(result.run_id).value == 'refused'
 
 
+def test_an_unchanged_catalog_resumed_in_a_fresh_process_is_no_change(tmp_path: Path, offline_env: Any) -> None:
+    """Lambdas in loops, closures, a bound method, a partial, a builtin and library functions imported by name:
+    their fingerprints are the same in another process with another hash seed and another history (a library
+    function is named, not followed into its module's caches), so the resume is admitted."""
+    store = str(tmp_path / 'runs.db')
+    worker = str(Path(__file__).parent / 'helpers' / 'predicate_worker.py')
+    run = subprocess.run([sys.executable, worker, 'run', store], env=offline_env(PYTHONHASHSEED='1'),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    run_id = run.stdout.strip().splitlines()[-1]
+    resumed = subprocess.run([sys.executable, worker, 'resume', store, run_id], env=offline_env(PYTHONHASHSEED='2'),
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout.strip().splitlines()[-1]) == 'refunded T-1'
+
+
 def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     from harness._catalog._rules import fingerprint
 

@@ -22,6 +22,9 @@ import functools
 import hashlib
 import inspect
 import json
+import os
+import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
@@ -325,43 +328,76 @@ def refusal(
 def fingerprint(fn: Callable[..., Any]) -> str:
     """A digest of what a predicate does: its code (bytecode, constants, names, nested functions), its defaults,
     and the plain data it reads from its closure and globals. Equal for the same code and data in any process;
-    a function it reads is followed; anything else it reads is named by its type. (Bytecode is the
-    interpreter's: a Python upgrade changes the digest, so a run resumes under the Python it ran on, or is
-    accepted.)"""
-    text = json.dumps(_described(fn, set()), sort_keys=True, separators=(',', ':'), default=repr)
+    a function of the catalog's own code it reads is followed; a library's function (`_library`), a builtin or a
+    class is named; anything else it reads is named by its type. (Bytecode is the interpreter's: a Python upgrade
+    changes the digest, so a run resumes under the Python it ran on, or is accepted.)"""
+    walk = _Walk(home=_package(getattr(fn, '__func__', fn)))
+    text = json.dumps(walk.described(fn), sort_keys=True, separators=(',', ':'), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _described(value: Any, seen: set[int]) -> Any:
-    """`value` as plain data for `fingerprint`."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, list | tuple):
-        return [_described(v, seen) for v in value]
-    if isinstance(value, frozenset | set):
-        return sorted((_described(v, seen) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(k): _described(v, seen) for k, v in value.items()}
-    if isinstance(value, CodeType):
-        return {'code': value.co_code.hex(), 'consts': _described(value.co_consts, seen),
-                'names': list(value.co_names), 'args': value.co_argcount}
-    if isinstance(value, functools.partial):
-        return {'partial': _described(value.func, seen), 'args': _described(value.args, seen),
-                'keywords': _described(value.keywords, seen)}
-    fn = getattr(value, '__func__', value)  # a bound method: its function
-    if not isinstance(fn, FunctionType):  # a builtin or a class by its name; any other object by its type's
-        named = value if isinstance(value, type | BuiltinFunctionType) else type(value)
-        return f'{named.__module__}.{named.__qualname__}'
-    if id(fn) in seen:  # recursion, or a function read twice
-        return fn.__qualname__
-    seen.add(id(fn))
-    cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
-    reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
-    return {'fn': _described(fn.__code__, seen), 'defaults': _described(fn.__defaults__ or (), seen),
-            'kwdefaults': _described(fn.__kwdefaults__ or {}, seen), 'closure': _described(cells, seen),
-            'globals': {name: _described(v, seen) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+_LIBRARY = tuple(sorted({os.path.join(sysconfig.get_path(name), '') for name in ('stdlib', 'platstdlib', 'purelib',
+                                                                                 'platlib')}))
+"""Where the standard library and installed packages live."""
+
+
+@dataclass
+class _Walk:
+    """One predicate's walk for `fingerprint`: the functions seen so far, and the package it belongs to."""
+
+    home: str
+    seen: set[int] = field(default_factory=set)
+
+    def described(self, value: Any) -> Any:
+        """`value` as plain data."""
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, bytes):
+            return value.hex()
+        if isinstance(value, list | tuple):
+            return [self.described(v) for v in value]
+        if isinstance(value, frozenset | set):
+            return sorted((self.described(v) for v in value), key=repr)
+        if isinstance(value, dict):  # a key that is not a string by its description (a repr may hold an address)
+            return {k if isinstance(k, str) else json.dumps(self.described(k)): self.described(v)
+                    for k, v in value.items()}
+        if isinstance(value, CodeType):
+            return {'code': value.co_code.hex(), 'consts': self.described(value.co_consts),
+                    'names': list(value.co_names), 'args': value.co_argcount}
+        if isinstance(value, functools.partial):
+            return {'partial': self.described(value.func), 'args': self.described(value.args),
+                    'keywords': self.described(value.keywords)}
+        if isinstance(value, type | BuiltinFunctionType):  # a class or a builtin: by its name
+            return _name(value)
+        fn = getattr(value, '__func__', value)  # a bound method: its function
+        if not isinstance(fn, FunctionType):  # any other object: by its type's name
+            return _name(type(value))
+        if _package(fn) != self.home and _library(fn):  # its module's state (a cache) is the process's
+            return _name(fn)
+        if id(fn) in self.seen:  # recursion, or a function read twice
+            return fn.__qualname__
+        self.seen.add(id(fn))
+        cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+        reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
+        return {'fn': self.described(fn.__code__), 'defaults': self.described(fn.__defaults__ or ()),
+                'kwdefaults': self.described(fn.__kwdefaults__ or {}), 'closure': self.described(cells),
+                'globals': {name: self.described(v) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+
+
+def _name(named: Any) -> str:
+    return f'{named.__module__}.{named.__qualname__}'
+
+
+def _package(fn: Any) -> str:
+    """The top-level package a function's module is in."""
+    return (getattr(fn, '__module__', None) or '').partition('.')[0]
+
+
+def _library(fn: FunctionType) -> bool:
+    """Whether a function is the standard library's or an installed package's (one with no file is the catalog's
+    own: defined in a notebook or a REPL)."""
+    file = getattr(sys.modules.get(fn.__module__ or ''), '__file__', None)
+    return file is not None and file.startswith(_LIBRARY)
 
 
 def _names(code: CodeType) -> set[str]:
