@@ -506,6 +506,7 @@ def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) 
         with pytest.raises(CatalogChanged, match='issue_refund: rules changed') as info:
             h.resume_sync(result.run_id)
         assert [str(c) for c in info.value.changes] == ['issue_refund: rules changed']
+        assert 'recheck' not in info.value.message and 'accept_changes=True' in info.value.message  # the fix that works
         with pytest.raises(CatalogChanged):
             h.resume_sync(result.run_id, recheck=True)  # the script still type-checks: that vouches for nothing here
     assert refunds == []
