@@ -315,6 +315,34 @@ def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_resul
         assert note.count('was not run again') == 1
 
 
+def test_a_retrys_refund_answered_from_the_earlier_one_still_needs_and_consumes_its_check(make_harness):
+    """A rule is decided from the script's own calls before any answer (as `h.check` and a replay decide it): the
+    retry's repeated refund, answered from the first script's, consumes the retry's check; one more refund is
+    refused, not paid on the check the answered one did not need."""
+    from harness import After
+
+    h = make_harness()
+    refunds: list[int] = []
+
+    @h.tool
+    async def check(*, ticket: str) -> bool:
+        return True
+
+    @h.tool(side_effect=True, requires=After('check', same=('ticket',), once=True))
+    async def refund(*, ticket: str, cents: int) -> str:
+        refunds.append(cents)
+        return f'refunded {cents}'
+
+    first = 'await check(ticket="T1")\nawait refund(ticket="T1", cents=500)\nraise ValueError("then it broke")'
+    second = ('await check(ticket="T1")\na = await refund(ticket="T1", cents=500)\ntry:\n'
+              '    b = await refund(ticket="T1", cents=500)\nexcept PermissionError:\n    b = "refused"\n[a, b]')
+    seen: list[Any] = []
+    h.orchestrator(scripted(first, second, seen=seen)).run_sync('refund T1')
+    [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
+    assert returned.content['result'] == ['refunded 500', 'refused']
+    assert refunds == [500]
+
+
 def test_a_turn_with_an_earlier_ones_result_repeats_its_side_effect_a_retry_of_a_lost_turn_does_not(make_harness):
     """Issue 23.4, the Python API: turns of one conversation are told apart by pydantic-ai's `conversation_id`, which
     the history's messages carry. A turn that has an earlier turn's result in its history and repeats its email means

@@ -54,8 +54,11 @@ class After:
             under another condition is not resumed under this one (`CatalogChanged`).
         once: each successful predecessor authorises one call, which consumes it when it is admitted
             (one entitlement check, one refund). An admitted call keeps what it consumed whether it then
-            succeeds, fails, is cancelled or never starts: its effect may have happened. A call refused
-            (by a rule, a budget or a person) consumes nothing.
+            succeeds, fails, is cancelled or never starts: its effect may have happened; and when a later
+            script's repeat of a refund that succeeded is answered from it (`_dispatch._effects`), since the
+            rule is decided from the script's own calls before any answer, as `h.check` and a replay decide
+            it. A call refused (by a rule, a budget or a person) consumes nothing. Each call of the predecessor
+            runs (none is answered from an identical earlier one).
         trust_answers: let a result that was supplied rather than run (`SUPPLIED`: a fork's `result=`, a
             resume's answer, an eval baseline) satisfy the rule of a side-effecting callee. Off: only a
             predecessor that ran counts for a call that changes something.
