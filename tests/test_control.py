@@ -333,6 +333,19 @@ def test_a_check_a_once_rule_counts_runs_each_time_it_is_called(make_harness: An
                                                                                                   'reused']
 
 
+def test_a_once_refusal_says_call_again_only_when_a_check_was_spent(make_harness: Any, refunds: list) -> None:
+    """"Call it again" is the fix only when a check that would have authorised the call was consumed: after a check
+    that said no (or whose condition raised), calling it again gets the same answer, and the script loops."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = ('e = await check_entitlement(ticket_id="T-NO")\ntry:\n    await issue_refund(ticket_id="T-NO", cents=5)\n'
+              'except PermissionError as exc:\n    r = str(exc)\nr')
+    said_no = h.run_sync(script).value
+    assert 'again' not in said_no and said_no.endswith('Call check_entitlement first.')
+    twice = script.replace('T-NO', 'T-1').replace('try:', 'await issue_refund(ticket_id="T-1", cents=1)\ntry:')
+    spent = h.run_sync(twice)
+    assert spent.value.endswith('Each check_entitlement authorises one call: call check_entitlement again first.')
+
+
 def test_a_refund_that_failed_spent_its_check(make_harness: Any, refunds: list) -> None:
     """The failed call's effect may have happened (a timeout after the payment went out): it is not re-authorised."""
     h = desk(make_harness(), refunds, ONCE_RULE)

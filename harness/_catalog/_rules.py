@@ -91,6 +91,13 @@ class After:
         except Exception:
             return False
 
+    def admits(self, earlier: CallRecord, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of the predecessor satisfies the rule for a call with `arguments` (consumed or not, run or
+        supplied): it succeeded, with the `same` arguments, and its result passes `when`."""
+        if earlier.status != 'ok' or any(earlier.arguments.get(name) != arguments.get(name) for name in self.same):
+            return False
+        return self.passes(earlier.result, arguments)
+
     def describe(self) -> str:
         """The rule in words, as the model and the audit read it."""
         return f'a successful {self.callee}(...) earlier in the run{self.conditions()}'
@@ -264,7 +271,8 @@ class Ledger:
                 continue
             found, supplied = self.find(rule, arguments, side_effect, (callee, index))
             if found is None:
-                return unmet(callee, rule, supplied)
+                spent = rule.once and self.spent_on(rule, arguments, (callee, index))
+                return unmet(callee, rule, supplied, spent=spent)
             if rule.once:
                 grant.append(((callee, index), found.seq))
         self.claimed = (seq, callee, grant)
@@ -285,11 +293,7 @@ class Ledger:
         supplied = None
         for at in range(start, len(calls)):
             earlier = calls[at]
-            if earlier.status != 'ok' or earlier.seq in spent:
-                continue
-            if any(earlier.arguments.get(name) != arguments.get(name) for name in rule.same):
-                continue
-            if not rule.passes(earlier.result, arguments):
+            if earlier.seq in spent or not rule.admits(earlier, arguments):
                 continue
             if side_effect and not rule.trust_answers and earlier.source in SUPPLIED:
                 supplied = supplied or earlier
@@ -298,19 +302,27 @@ class Ledger:
         return None, supplied
 
 
+    def spent_on(self, rule: After, arguments: Mapping[str, JsonValue], key: tuple[str, int]) -> bool:
+        """Whether a consumed predecessor would have satisfied `rule` for this call: then calling it again is the
+        fix (else the refusal's cause is a predecessor missing or failing its condition, which a repeat repeats)."""
+        spent = self.spent.get(key, ())
+        calls = self.by_callee.get(rule.callee, ())
+        return any(earlier.seq in spent and rule.admits(earlier, arguments) for earlier in calls)
+
+
 def counted(rules: Iterable[tuple[After, ...]]) -> frozenset[str]:
     """The callees a `once` rule counts the calls of: each call of one authorises one call, so an identical call
     is never answered from an earlier one's result (`_sources.EarlierScript`): one check that ran, one refund."""
     return frozenset(rule.callee for requires in rules for rule in requires if rule.once)
 
 
-def unmet(callee: str, rule: After, supplied: CallRecord | None) -> str:
-    """The refusal of a call whose rule no predecessor satisfies."""
+def unmet(callee: str, rule: After, supplied: CallRecord | None, *, spent: bool = False) -> str:
+    """The refusal of a call whose rule no predecessor satisfies (`spent`: one did, and a call consumed it)."""
     text = f'{callee} requires {rule.describe()}; it was not called.'
     if supplied is not None:
         return (f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
                 f"person's answer), and authorises no side effect: call {rule.callee} first.")
-    if rule.once:
+    if spent:
         return f'{text} Each {rule.callee} authorises one call: call {rule.callee} again first.'
     return f'{text} Call {rule.callee} first.'
 
