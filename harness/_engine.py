@@ -29,7 +29,7 @@ from ._check._checker import MAX_CHECKERS, Checker, CheckReport
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
-from ._dispatch._effects import stored_effects
+from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
 from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
@@ -316,6 +316,14 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
         return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes, owner=one_execution())
 
+    async def _resume_for_turn(self, run_id: str, seen: frozenset[str], *, on_event: EventHandler | None = None
+                               ) -> WorkflowResult:
+        """`resume` for the orchestrator turn that goes on with the run after a person decided: past its journal the
+        script is answered from the side effects of the turns it started with, of which the turn has the results of
+        those in `seen` (`RunScope.seen`)."""
+        plan = plan_resume(require_store(self.store), run_id)
+        return plan.done or await self._execute_plan(plan, on_event, False, False, owner=one_execution(), seen=seen)
+
     async def replay(
         self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
         recheck: bool = False, accept_changes: bool = False,
@@ -385,9 +393,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
 
     async def _execute_plan(
         self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *,
-        starter: Starter | None = None, owner: Owner | None = None,
+        starter: Starter | None = None, owner: Owner | None = None, seen: frozenset[str] | None = None,
     ) -> WorkflowResult:
-        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
+        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it (a resume answered,
+        past its journal, from the side effects it started with: `_effects.resumed_effects`, by `seen`)."""
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
         owner = owner or this_process()
@@ -396,6 +405,8 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
+        if plan.mode == 'resume' and self.store is not None:
+            scope.effects = resumed_effects(self.store, plan.run, seen)
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,

@@ -343,6 +343,38 @@ def test_a_retrys_refund_answered_from_the_earlier_one_still_needs_and_consumes_
     assert refunds == [500]
 
 
+def test_a_retry_that_waits_for_approval_still_does_not_repeat_the_side_effect_after_it(make_harness):
+    """A retry script answered from the first one's email is answered so past a pause too: the resume after the
+    approval is the same script, with the same earlier effects (not a fresh start that sends the email again). A later
+    turn that has the first turn's result and waits before repeating its email still means a second one."""
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
+
+    h = make_harness()
+    sent = sending(h)
+
+    @h.tool(approval=True)
+    async def pause_here(*, i: int) -> int:
+        """A step a person approves."""
+        return i
+
+    def approved(agent: Any, first: Any) -> Any:
+        assert isinstance(first.output, DeferredToolRequests), first.output
+        (call,) = first.output.approvals
+        return agent.run_sync(message_history=first.all_messages(),
+                              deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}))
+
+    seen: list[Any] = []
+    waits = 'await pause_here(i=1)\nawait send_email(to="x", body="hi")'
+    agent = h.orchestrator(scripted('await send_email(to="x", body="hi")\nraise ValueError("then it broke")', waits,
+                                    seen=seen))
+    turn = approved(agent, agent.run_sync('email x'))
+    assert sent == [('x', 'hi')]  # the retry's email, after the pause, was the first one's
+    assert 'was not run again' in str(turn.output)
+    again = h.orchestrator(scripted(waits))
+    approved(again, again.run_sync('email x again', message_history=turn.all_messages()))
+    assert sent == [('x', 'hi')] * 2  # a turn that had the first one's result: a second email was meant
+
+
 def test_a_turn_with_an_earlier_ones_result_repeats_its_side_effect_a_retry_of_a_lost_turn_does_not(make_harness):
     """Issue 23.4, the Python API: turns of one conversation are told apart by pydantic-ai's `conversation_id`, which
     the history's messages carry. A turn that has an earlier turn's result in its history and repeats its email means

@@ -169,10 +169,12 @@ def answer_sources(
     decisions: Mapping[int, Decision],
 ) -> tuple[AnswerSource, ...]:
     """The sources one script's calls are asked, in order (see the module docstring). The scope's reusable results
-    (with `reuse`), its side effects and `recorded` are ignored for a run with a history: its journal is the only
-    record it follows. The side effects are taken as they are now, before the script's first call."""
-    if history is not None:
-        first: list[AnswerSource] = [JournalAnswers(history)]
+    (with `reuse`) and `recorded` are ignored for a run with a history: its journal is the only record it follows,
+    and past it a resumed script is answered from the side effects it started with. The side effects are taken as
+    they are now, before the script's first call."""
+    if history is not None:  # the scope's effects are a resumed script's (`_effects.stored_effects`)
+        first: list[AnswerSource] = [JournalAnswers(history), Effects(EarlierEffects.of(scope.effects,
+                                                                                      history.calls.values()))]
     else:
         counts = counted(callee.requires for callee in callees.values())
         earlier = [EarlierScript(scope.reusable, scope.supplied, counts)] if reuse else []
