@@ -103,11 +103,10 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         sub_agent_usage_limits: limits for each sub-agent run (its own requests, not the orchestrator's).
         inherit_model: run Agent sub-agents on the orchestrator's model.
         max_retries: failed `run_workflow` attempts allowed per orchestrator run.
-        reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to
-            one that already completed from its result (no budget spent), unless an `After(..., once=True)`
-            counts its calls (each authorises one call, so each runs). Side effects are exactly as
-            written whatever this says: every call of a `side_effect=True` callee in a script runs, and
-            only a later script of the same orchestrator run or conversation repeating one that
+        reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to one that
+            completed from its result (no budget spent), unless an `After(..., once=True)` counts its calls (each
+            runs). Side effects are as written whatever this says: every call of a `side_effect=True` callee in a
+            script runs; only a later script of the same orchestrator run or conversation repeating one that
             succeeded gets its result instead (and is told so).
         tracing: configure tracing on first run (logfire; nothing is sent without a token or an
             OTLP endpoint) and keep each run's spans with it.
@@ -316,14 +315,6 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
         return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes, owner=one_execution())
 
-    async def _resume_for_turn(self, run_id: str, seen: frozenset[str], *, on_event: EventHandler | None = None
-                               ) -> WorkflowResult:
-        """`resume` for the orchestrator turn that goes on with the run after a person decided: past its journal the
-        script is answered from the side effects of the turns it started with, of which the turn has the results of
-        those in `seen` (`RunScope.seen`)."""
-        plan = plan_resume(require_store(self.store), run_id)
-        return plan.done or await self._execute_plan(plan, on_event, False, False, owner=one_execution(), seen=seen)
-
     async def replay(
         self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
         recheck: bool = False, accept_changes: bool = False,
@@ -393,10 +384,9 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
 
     async def _execute_plan(
         self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *,
-        starter: Starter | None = None, owner: Owner | None = None, seen: frozenset[str] | None = None,
+        starter: Starter | None = None, owner: Owner | None = None,
     ) -> WorkflowResult:
-        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it (a resume answered,
-        past its journal, from the side effects it started with: `_effects.resumed_effects`, by `seen`)."""
+        """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
         owner = owner or this_process()
@@ -405,8 +395,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
-        if plan.mode == 'resume' and self.store is not None:
-            scope.effects = resumed_effects(self.store, plan.run, seen)
+        scope.effects = resumed_effects(self.store, plan.run) if plan.mode == 'resume' and self.store else []
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,

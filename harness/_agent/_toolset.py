@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._dispatch._context import RunScope
+from .._dispatch._effects import resumed_by_turn
 from .._errors import BudgetExceeded, WorkflowError
 from .._records import CallRecord, EventHandler, WorkflowResult, preview
 from .._sandbox._pool import SandboxLimits
@@ -99,8 +100,7 @@ class WorkflowHost(Protocol):
     async def run(self, code: str, *, scope: RunScope | None = None,
                   on_event: EventHandler | None = None) -> WorkflowResult: ...
 
-    async def _resume_for_turn(self, run_id: str, seen: frozenset[str], *,
-                               on_event: EventHandler | None = None) -> WorkflowResult: ...
+    async def resume(self, run_id: str, *, on_event: EventHandler | None = None) -> WorkflowResult: ...
 
     def approve(self, run_id: str, seq: int | None = None, *, by: str | None = None) -> list[int]: ...
 
@@ -172,8 +172,8 @@ class WorkflowToolset(AbstractToolset[Any]):
             waiting_run = self.approved_run(ctx)
             if waiting_run is not None:  # the person approved the deferred call: continue from the snapshot
                 self.harness.approve(waiting_run)
-                seen = self.scope.seen if self.scope is not None else frozenset()
-                result = await self.harness._resume_for_turn(waiting_run, seen, on_event=self.on_event)
+                with resumed_by_turn(self.scope.seen if self.scope is not None else frozenset()):
+                    result = await self.harness.resume(waiting_run, on_event=self.on_event)
             else:
                 result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:

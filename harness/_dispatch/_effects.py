@@ -17,7 +17,8 @@ Invariants:
 - A resumed script is answered, past its journal only (the calls it holds are its own), from the effects of the
   scripts started before it, less those its journal was answered from (`EarlierEffects.of`, `resumed_effects`):
   as it would have been had it not stopped. Its conversation's other turns count only when the turn going on with
-  it says which it has the results of; a resume without one (`harness resume`) takes its orchestrator run's.
+  it says which it has the results of (`resumed_by_turn`); a resume without one (`harness resume`) takes its
+  orchestrator run's.
 - With a store, the ledger is read from it at each script's start (the runs of the same orchestrator run or
   conversation whose journals verify); without one it is what this process's scripts of the scope remembered.
 """
@@ -25,7 +26,9 @@ Invariants:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -162,10 +165,26 @@ def stored_effects(
     return found
 
 
-def resumed_effects(store: RunStore, run: RunRow, seen: frozenset[str] | None) -> list[Effect]:
+_TURN_SEEN: ContextVar[frozenset[str] | None] = ContextVar('harness_turn_seen', default=None)
+"""While an orchestrator turn resumes a run after a person decided (`resumed_by_turn`): the agent runs whose results
+it has (`RunScope.seen`), as its scripts' scope has them."""
+
+
+@contextmanager
+def resumed_by_turn(seen: frozenset[str]) -> Generator[None]:
+    """Resume runs inside this block for the turn that goes on with them, which has the results of `seen`."""
+    token = _TURN_SEEN.set(seen)
+    try:
+        yield
+    finally:
+        _TURN_SEEN.reset(token)
+
+
+def resumed_effects(store: RunStore, run: RunRow) -> list[Effect]:
     """The side effects a resumed script started with (its calls past the journal are answered from them, as they
-    would have been had it not stopped): its conversation's other turns only when the turn going on with it says
-    which of them it has the results of (`seen`); without one (`harness resume`), its orchestrator run's scripts."""
+    would have been had it not stopped): its conversation's other turns only when a turn going on with it says
+    which of them it has the results of (`resumed_by_turn`); without one (`harness resume`), its orchestrator run's."""
+    seen = _TURN_SEEN.get()
     conversation = run.conversation_id if seen is not None else None
     if run.orchestrator_run_id is None and conversation is None:
         return []
