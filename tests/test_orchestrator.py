@@ -17,6 +17,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from test_engine import sending
 
 from harness import Harness
 
@@ -279,19 +280,6 @@ def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_h
     from harness._agent._toolset import WorkflowToolset
 
     assert 'approval' not in WorkflowToolset(h).description()
-
-
-def sending(h: Harness) -> list[tuple[str, str]]:
-    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
-    sent: list[tuple[str, str]] = []
-
-    @h.tool(side_effect=True)
-    async def send_email(*, to: str, body: str) -> str:
-        """Send an email."""
-        sent.append((to, body))
-        return f'sent #{len(sent)}'
-
-    return sent
 
 
 def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_result_says_so(make_harness):
