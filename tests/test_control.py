@@ -1038,10 +1038,11 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     script = 'e = await check_entitlement(ticket_id="T")\nawait drop_table(name="users")'
     report = strict.check(script)
     assert not report.ok
-    assert report.errors == (
-        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so a "
-        "script can call it at its first step. Give it requires= or approval=True where it is registered, or allow "
-        "it by name: Harness(strict=True, allow_unguarded=['drop_table'])."
+    assert report.errors == (  # what the script can do first: a model reads it, and cannot change the Harness
+        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so "
+        "strict mode refuses every script that can reach it: leave drop_table out of the script. (Its owner can give "
+        "it requires= or approval=True where it is registered, or allow it by name: "
+        "Harness(strict=True, allow_unguarded=['drop_table']).)"
     )
     with pytest.raises(WorkflowTypeError, match=r"strict mode.*\n.*allow_unguarded=\['drop_table'\]"):
         strict.run_sync(script)

@@ -195,9 +195,10 @@ def unguarded_reach(
         if callee is None or not callee.unguarded or (access is not None and access.refusal(name) is not None):
             continue
         line = min(site.line for site in (*analysis.calls, *analysis.dynamic) if site.callee == name)
-        found.append(
-            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so a script '
-            f'can call it at its first step. Give it requires= or approval=True where it is registered, or allow '
-            f'it by name: Harness(strict=True, allow_unguarded=[{name!r}]).'
+        found.append(  # the script's fix first: a model reads this and cannot change the Harness
+            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so strict mode '
+            f'refuses every script that can reach it: leave {name} out of the script. (Its owner can give it '
+            f'requires= or approval=True where it is registered, or allow it by name: '
+            f'Harness(strict=True, allow_unguarded=[{name!r}]).)'
         )
     return found
