@@ -980,7 +980,8 @@ def test_the_audit_names_an_unguarded_irreversible_callee_plainly(make_harness: 
     email = next(c for c in report.callees if c.name == 'send_email')
     assert 'a person approves each call before it runs' in email.guards[0]
     refund = next(c for c in report.callees if c.name == 'issue_refund')
-    assert refund.guards[0].endswith('(checked at each call, before it runs)')
+    assert refund.guards[0].endswith("; a check_entitlement result supplied rather than run (a fork's result=, --answer"
+                                     ', an eval baseline) does not count (checked at each call, before it runs)')
     assert any('approval=True: at the same point' in where for where in report.enforcement)
     assert report.as_json()['findings'] == [finding]
     assert audit(desk(make_harness(), refunds)).text().startswith('What can hurt: nothing found')
