@@ -556,6 +556,9 @@ def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
     assert fingerprint(bool) != fingerprint(callable)
     assert fingerprint(functools.partial(limit, 1)) != fingerprint(functools.partial(limit, 2))
+    graph: dict[str, Any] = {'a': {}}
+    graph['a']['back'] = graph  # data that holds itself is named as a cycle, not walked until RecursionError
+    assert fingerprint(lambda r: r in graph) == fingerprint(lambda r: r in graph)
 
 
 # -- counters survive a resume ------------------------------------------------------------------------

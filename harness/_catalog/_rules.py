@@ -362,6 +362,8 @@ class _Walk:
 
     home: str
     seen: set[int] = field(default_factory=set)
+    path: set[int] = field(default_factory=set)
+    """The containers being described: one that holds itself is a cycle, named, not walked forever."""
 
     def described(self, value: Any) -> Any:
         """`value` as plain data."""
@@ -369,13 +371,27 @@ class _Walk:
             return value
         if isinstance(value, bytes):
             return value.hex()
+        if isinstance(value, list | tuple | frozenset | set | dict):
+            if id(value) in self.path:
+                return '<cycle>'
+            self.path.add(id(value))
+            try:
+                return self.container(value)
+            finally:
+                self.path.discard(id(value))
+        return self.other(value)
+
+    def container(self, value: list[Any] | tuple[Any, ...] | frozenset[Any] | set[Any] | dict[Any, Any]) -> Any:
+        """A list, tuple, set or dict, item by item (a set in a fixed order)."""
         if isinstance(value, list | tuple):
             return [self.described(v) for v in value]
         if isinstance(value, frozenset | set):
             return sorted((self.described(v) for v in value), key=repr)
-        if isinstance(value, dict):  # a key that is not a string by its description (a repr may hold an address)
-            return {k if isinstance(k, str) else json.dumps(self.described(k)): self.described(v)
-                    for k, v in value.items()}
+        # a key that is not a string by its description (a repr may hold an address)
+        return {k if isinstance(k, str) else json.dumps(self.described(k)): self.described(v) for k, v in value.items()}
+
+    def other(self, value: Any) -> Any:
+        """Code, a partial, or a function followed into what it reads; anything else by a name (see `fingerprint`)."""
         if isinstance(value, CodeType):
             return {'code': value.co_code.hex(), 'consts': self.described(value.co_consts),
                     'names': list(value.co_names), 'args': value.co_argcount}
