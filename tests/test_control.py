@@ -543,6 +543,22 @@ def test_an_unchanged_catalog_resumed_in_a_fresh_process_is_no_change(tmp_path: 
     assert json.loads(resumed.stdout.strip().splitlines()[-1]) == 'refunded T-1'
 
 
+def test_an_async_predicate_is_refused_where_the_rule_is_written(make_harness: Any, refunds: list) -> None:
+    """A rule is decided at the pause, without awaiting: an `async def` condition would be a coroutine, which is
+    truthy, so it would pass every predecessor. It is refused when the rule is made; a condition that returns an
+    awaitable anyway fails."""
+
+    async def entitled(result: dict[str, bool]) -> bool:
+        return result['eligible']
+
+    with pytest.raises(TypeError, match='not an async function'):
+        After('check_entitlement', when=entitled)
+    sneaky = desk(make_harness(), refunds, After('check_entitlement', when=lambda r: entitled(r)))
+    with pytest.raises(PolicyViolation, match='whose result passes its condition'):
+        sneaky.run_sync('e = await check_entitlement(ticket_id="T-NO")\nawait issue_refund(ticket_id="T-NO", cents=5)')
+    assert refunds == []
+
+
 def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     from harness._catalog._rules import fingerprint
 

@@ -50,8 +50,9 @@ class After:
         when: a condition on the predecessor's result (plain data, as the script saw it), or on
             the result and this call's arguments (`when=lambda result, args: args['cents'] <=
             result['max_cents']`); the rule holds only for a predecessor that passes it. A condition
-            that raises fails. Its code is part of the callee's manifest (`fingerprint`): a run made
-            under another condition is not resumed under this one (`CatalogChanged`).
+            that raises, or returns an awaitable, fails; an `async def` one is refused here. Its code is
+            part of the callee's manifest (`fingerprint`): a run made under another condition is not
+            resumed under this one (`CatalogChanged`).
         once: each successful predecessor authorises one call, which consumes it when it is admitted
             (one entitlement check, one refund). An admitted call keeps what it consumed whether it then
             succeeds, fails, is cancelled or never starts: its effect may have happened; and when a later
@@ -76,6 +77,9 @@ class After:
         if isinstance(self.same, str):  # `same='ticket_id'` is an easy slip for a one-tuple
             object.__setattr__(self, 'same', (self.same,))
         if self.when is not None:
+            if inspect.iscoroutinefunction(self.when):  # its coroutine would be truthy: every predecessor would pass
+                raise TypeError('After(when=...) takes a plain function, not an async function: a rule is decided '
+                                'at the pause, without awaiting.')
             arity = _arity(self.when)
             if arity not in (1, 2):
                 raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
@@ -87,9 +91,13 @@ class After:
             return True
         when: Callable[..., bool] = self.when
         try:
-            return bool(when(result, dict(arguments)) if self.reads_arguments else when(result))
+            verdict = when(result, dict(arguments)) if self.reads_arguments else when(result)
         except Exception:
             return False
+        if inspect.isawaitable(verdict):  # not awaited at the pause: it decides nothing, so the rule fails
+            getattr(verdict, 'close', lambda: None)()
+            return False
+        return bool(verdict)
 
     def admits(self, earlier: CallRecord, arguments: Mapping[str, Any]) -> bool:
         """Whether a call of the predecessor satisfies the rule for a call with `arguments` (consumed or not, run or
