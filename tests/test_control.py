@@ -328,6 +328,7 @@ def test_a_check_a_once_rule_counts_runs_each_time_it_is_called(make_harness: An
     checks = [c.source for c in result.calls if c.callee == 'check_entitlement']
     assert checks == ['live'] * 3  # three checks ran, three refunds paid
     assert len(refunds) == 3
+    assert '- Except check_entitlement: each call runs (and is charged)' in WorkflowToolset(h).description()
     plain = desk(make_harness(), [])  # a check no once= rule counts is still reused
     assert [c.source for c in plain.run_sync(script).calls if c.callee == 'check_entitlement'] == ['live', 'reused',
                                                                                                   'reused']
