@@ -560,6 +560,40 @@ def test_an_async_predicate_is_refused_where_the_rule_is_written(make_harness: A
     assert refunds == []
 
 
+def assert_settings_objects_are_read_as_data(fingerprint: Any) -> None:
+    """A policy's settings held in a dataclass, a pydantic model or an enum are its data: loosening one is a change
+    (`Limits(max_cents=1500)` to `Limits(max_cents=99999)` between a crash and the resume), equal ones are not."""
+    import dataclasses
+    import enum
+
+    from pydantic import BaseModel
+
+    @dataclasses.dataclass(frozen=True)
+    class Limits:
+        max_cents: int
+
+        def allows(self, result: Any, args: Any) -> bool:
+            return args['cents'] <= self.max_cents
+
+    class Settings(BaseModel):
+        max_cents: int
+
+    class Tier(enum.Enum):
+        GOLD = 5000
+        SILVER = 1500
+
+    def under(limits: Any) -> Any:
+        return lambda result, args: args['cents'] <= limits.max_cents
+
+    for make in (Limits, Settings):
+        assert fingerprint(under(make(max_cents=1500))) == fingerprint(under(make(max_cents=1500)))
+        assert fingerprint(under(make(max_cents=1500))) != fingerprint(under(make(max_cents=99999)))
+    assert fingerprint(Limits(1500).allows) == fingerprint(Limits(1500).allows) != fingerprint(Limits(99999).allows)
+    tier = Tier.SILVER
+    assert fingerprint(lambda r: r['cents'] <= tier.value) != fingerprint((lambda t: lambda r: r['cents'] <= t.value)(
+        Tier.GOLD))
+
+
 def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     from harness._catalog._rules import fingerprint
 
@@ -573,6 +607,7 @@ def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
     assert fingerprint(bool) != fingerprint(callable)
     assert fingerprint(functools.partial(limit, 1)) != fingerprint(functools.partial(limit, 2))
+    assert_settings_objects_are_read_as_data(fingerprint)
     graph: dict[str, Any] = {'a': {}}
     graph['a']['back'] = graph  # data that holds itself is named as a cycle, not walked until RecursionError
     assert fingerprint(lambda r: r in graph) == fingerprint(lambda r: r in graph)

@@ -18,6 +18,8 @@ its callee's manifest (`After.identity`, `fingerprint`), so a run resumes only u
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
 import inspect
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 from typing import Any
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from .._records import CallRecord, CallSource
 
@@ -350,7 +352,8 @@ def refusal(
 
 def fingerprint(fn: Callable[..., Any]) -> str:
     """A digest of what a predicate does: its code (bytecode, constants, names, nested functions), its defaults,
-    and the plain data it reads from its closure and globals. Equal for the same code and data in any process;
+    and the data it reads from its closure and globals (plain data, and the fields of a dataclass, pydantic model or
+    enum member: `_fields`), or the object a method is bound to. Equal for the same code and data in any process;
     a function of the catalog's own code it reads is followed; a library's function (`_library`), a builtin or a
     class is named; anything else it reads is named by its type. (Bytecode is the interpreter's: a Python upgrade
     changes the digest, so a run resumes under the Python it ran on, or is accepted.)"""
@@ -408,7 +411,11 @@ class _Walk:
                     'keywords': self.described(value.keywords)}
         if isinstance(value, type | BuiltinFunctionType):  # a class or a builtin: by its name
             return _name(value)
-        fn = getattr(value, '__func__', value)  # a bound method: its function
+        if (fields := _fields(value)) is not None:  # a dataclass, pydantic model or enum member: its data too
+            return {'of': _name(type(value)), 'fields': self.described(fields)}
+        fn = getattr(value, '__func__', value)  # a bound method: its function, and what it is bound to
+        if fn is not value and isinstance(fn, FunctionType):
+            return {'method': self.other(fn), 'self': self.described(getattr(value, '__self__', None))}
         if not isinstance(fn, FunctionType):  # any other object: by its type's name
             return _name(type(value))
         if _package(fn) != self.home and _library(fn):  # its module's state (a cache) is the process's
@@ -421,6 +428,18 @@ class _Walk:
         return {'fn': self.described(fn.__code__), 'defaults': self.described(fn.__defaults__ or ()),
                 'kwdefaults': self.described(fn.__kwdefaults__ or {}), 'closure': self.described(cells),
                 'globals': {name: self.described(v) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """The data of a value that is data by its declaration (a dataclass, a pydantic model, an enum member: a policy's
+    settings), or None: an object of another kind may hold anything (a client, a cache) and is named by its type."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):
+        return {name: getattr(value, name) for name in type(value).model_fields}
+    if isinstance(value, enum.Enum):
+        return {'name': value.name, 'value': value.value}
+    return None
 
 
 def _name(named: Any) -> str:
