@@ -589,6 +589,14 @@ def assert_settings_objects_are_read_as_data(fingerprint: Any) -> None:
         assert fingerprint(under(make(max_cents=1500))) == fingerprint(under(make(max_cents=1500)))
         assert fingerprint(under(make(max_cents=1500))) != fingerprint(under(make(max_cents=99999)))
     assert fingerprint(Limits(1500).allows) == fingerprint(Limits(1500).allows) != fingerprint(Limits(99999).allows)
+    @dataclasses.dataclass
+    class Node:
+        children: list[Any]
+        parent: Any = None
+
+    root = Node([])
+    root.children.append(Node([], parent=root))  # data that holds itself through its fields: a cycle, named
+    assert fingerprint(lambda r: r in root.children) == fingerprint(lambda r: r in root.children)
     tier = Tier.SILVER
     assert fingerprint(lambda r: r['cents'] <= tier.value) != fingerprint((lambda t: lambda r: r['cents'] <= t.value)(
         Tier.GOLD))

@@ -374,7 +374,7 @@ class _Walk:
     home: str
     seen: set[int] = field(default_factory=set)
     path: set[int] = field(default_factory=set)
-    """The containers being described: one that holds itself is a cycle, named, not walked forever."""
+    """The containers and data objects being described: one that holds itself is a cycle, named, not walked forever."""
 
     def described(self, value: Any) -> Any:
         """`value` as plain data."""
@@ -383,14 +383,18 @@ class _Walk:
         if isinstance(value, bytes):
             return value.hex()
         if isinstance(value, list | tuple | frozenset | set | dict):
-            if id(value) in self.path:
-                return '<cycle>'
-            self.path.add(id(value))
-            try:
-                return self.container(value)
-            finally:
-                self.path.discard(id(value))
+            return self.unless_cycle(value, self.container)
         return self.other(value)
+
+    def unless_cycle(self, value: Any, describe: Callable[[Any], Any]) -> Any:
+        """`describe(value)`, or a mark where `value` holds itself (through its items or its fields)."""
+        if id(value) in self.path:
+            return '<cycle>'
+        self.path.add(id(value))
+        try:
+            return describe(value)
+        finally:
+            self.path.discard(id(value))
 
     def container(self, value: list[Any] | tuple[Any, ...] | frozenset[Any] | set[Any] | dict[Any, Any]) -> Any:
         """A list, tuple, set or dict, item by item (a set in a fixed order)."""
@@ -412,7 +416,7 @@ class _Walk:
         if isinstance(value, type | BuiltinFunctionType):  # a class or a builtin: by its name
             return _name(value)
         if (fields := _fields(value)) is not None:  # a dataclass, pydantic model or enum member: its data too
-            return {'of': _name(type(value)), 'fields': self.described(fields)}
+            return self.unless_cycle(value, lambda v: {'of': _name(type(v)), 'fields': self.described(fields)})
         fn = getattr(value, '__func__', value)  # a bound method: its function, and what it is bound to
         if fn is not value and isinstance(fn, FunctionType):
             return {'method': self.other(fn), 'self': self.described(getattr(value, '__self__', None))}
