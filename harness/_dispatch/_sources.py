@@ -9,7 +9,8 @@ charges or runs anything: the dispatcher does, as it does for a live call.
 The order (`answer_sources`) is part of the contract:
 
 1. `JournalAnswers`: resume, replay and fork answer from the journal (`History`). A run with a
-   history is answered from it alone, never from an earlier script or a baseline.
+   history is answered from it, never from an earlier script's results or a baseline; past its journal a
+   resumed script's side effects are answered as when it started (`Effects`, `_effects.resumed_effects`).
 2. `Effects`: a side-effecting call that already succeeded in an earlier script of the same orchestrator
    run or conversation (`_effects`: never one of this script, each success answering one call). Not charged.
 3. `EarlierScript`: an identical call of an idempotent callee completed by this or an earlier script of the
