@@ -30,7 +30,7 @@ from ._check._estimate import Estimating
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
-from ._dispatch._effects import stored_effects
+from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
 from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
@@ -104,10 +104,10 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         sub_agent_usage_limits: limits for each sub-agent run (its own requests, not the orchestrator's).
         inherit_model: run Agent sub-agents on the orchestrator's model.
         max_retries: failed `run_workflow` attempts allowed per orchestrator run.
-        reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to
-            one that already completed from its result (no budget spent). Side effects are exactly as
-            written whatever this says: every call of a `side_effect=True` callee in a script runs, and
-            only a later script of the same orchestrator run or conversation repeating one that
+        reuse_results: within one orchestrator run, answer a call of an idempotent callee identical to one that
+            completed from its result (no budget spent), unless an `After(..., once=True)` counts its calls (each
+            runs). Side effects are as written whatever this says: every call of a `side_effect=True` callee in a
+            script runs; only a later script of the same orchestrator run or conversation repeating one that
             succeeded gets its result instead (and is told so).
         tracing: configure tracing on first run (logfire; nothing is sent without a token or an
             OTLP endpoint) and keep each run's spans with it.
@@ -397,6 +397,7 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
         scope = self.new_scope()
+        scope.effects = resumed_effects(self.store, plan.run) if plan.mode == 'resume' and self.store else []
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
         dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,

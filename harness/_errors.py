@@ -161,10 +161,15 @@ class CatalogChanged(WorkflowError):
         lines = '\n'.join(f'- {change}' for change in found)
         checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
                    if errors is not None else '')
+        if any(change.kind in ('rules', 'version') for change in found):  # no type check vouches for those
+            fix = ('Continue anyway with accept_changes=True (CLI: --accept-changes) if the run may go on under '
+                   "today's behaviour and rules")
+        else:
+            fix = ('Continue anyway with recheck=True (if the script still type-checks against the new stubs) or '
+                   'accept_changes=True (CLI: --recheck, --accept-changes)')
         super().__init__(
-            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}Continue anyway with recheck=True (if '
-            'the script still type-checks against the new stubs) or accept_changes=True (CLI: --recheck, '
-            '--accept-changes); `harness diff RUN` shows the differences. Nothing ran.',
+            f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}{fix}; `harness diff RUN` shows the '
+            'differences. Nothing ran.',
             run_id=run_id,
         )
         self.changes = found

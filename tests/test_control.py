@@ -318,6 +318,35 @@ def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, r
     assert two.value == [True, True, False]  # two checks, two refunds
 
 
+def test_a_check_a_once_rule_counts_runs_each_time_it_is_called(make_harness: Any, refunds: list) -> None:
+    """An identical check is not answered from the earlier one (`reuse_results`): that would let one check that ran
+    authorise a refund per repeat of it, in this script or a later one of the orchestrator run."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = ('for i in range(3):\n    e = await check_entitlement(ticket_id="T-1")\n'
+              '    await issue_refund(ticket_id="T-1", cents=500 + i)\n')
+    result = h.run_sync(script)
+    checks = [c.source for c in result.calls if c.callee == 'check_entitlement']
+    assert checks == ['live'] * 3  # three checks ran, three refunds paid
+    assert len(refunds) == 3
+    assert '- Except check_entitlement: each call runs (and is charged)' in WorkflowToolset(h).description()
+    plain = desk(make_harness(), [])  # a check no once= rule counts is still reused
+    assert [c.source for c in plain.run_sync(script).calls if c.callee == 'check_entitlement'] == ['live', 'reused',
+                                                                                                  'reused']
+
+
+def test_a_once_refusal_says_call_again_only_when_a_check_was_spent(make_harness: Any, refunds: list) -> None:
+    """"Call it again" is the fix only when a check that would have authorised the call was consumed: after a check
+    that said no (or whose condition raised), calling it again gets the same answer, and the script loops."""
+    h = desk(make_harness(), refunds, ONCE_RULE)
+    script = ('e = await check_entitlement(ticket_id="T-NO")\ntry:\n    await issue_refund(ticket_id="T-NO", cents=5)\n'
+              'except PermissionError as exc:\n    r = str(exc)\nr')
+    said_no = h.run_sync(script).value
+    assert 'again' not in said_no and said_no.endswith('Call check_entitlement first.')
+    twice = script.replace('T-NO', 'T-1').replace('try:', 'await issue_refund(ticket_id="T-1", cents=1)\ntry:')
+    spent = h.run_sync(twice)
+    assert spent.value.endswith('Each check_entitlement authorises one call: call check_entitlement again first.')
+
+
 def test_a_refund_that_failed_spent_its_check(make_harness: Any, refunds: list) -> None:
     """The failed call's effect may have happened (a timeout after the payment went out): it is not re-authorised."""
     h = desk(make_harness(), refunds, ONCE_RULE)
@@ -491,11 +520,85 @@ def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) 
         with pytest.raises(CatalogChanged, match='issue_refund: rules changed') as info:
             h.resume_sync(result.run_id)
         assert [str(c) for c in info.value.changes] == ['issue_refund: rules changed']
+        assert 'recheck' not in info.value.message and 'accept_changes=True' in info.value.message  # the fix that works
         with pytest.raises(CatalogChanged):
             h.resume_sync(result.run_id, recheck=True)  # the script still type-checks: that vouches for nothing here
     assert refunds == []
     with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:  # the same code again: admitted
         assert h.resume_sync(result.run_id).value == 'refused'
+
+
+def test_an_unchanged_catalog_resumed_in_a_fresh_process_is_no_change(tmp_path: Path, offline_env: Any) -> None:
+    """Lambdas in loops, closures, a bound method, a partial, a builtin and library functions imported by name:
+    their fingerprints are the same in another process with another hash seed and another history (a library
+    function is named, not followed into its module's caches), so the resume is admitted."""
+    store = str(tmp_path / 'runs.db')
+    worker = str(Path(__file__).parent / 'helpers' / 'predicate_worker.py')
+    run = subprocess.run([sys.executable, worker, 'run', store], env=offline_env(PYTHONHASHSEED='1'),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    run_id = run.stdout.strip().splitlines()[-1]
+    resumed = subprocess.run([sys.executable, worker, 'resume', store, run_id], env=offline_env(PYTHONHASHSEED='2'),
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout.strip().splitlines()[-1]) == 'refunded T-1'
+
+
+def test_an_async_predicate_is_refused_where_the_rule_is_written(make_harness: Any, refunds: list) -> None:
+    """A rule is decided at the pause, without awaiting: an `async def` condition would be a coroutine, which is
+    truthy, so it would pass every predecessor. It is refused when the rule is made; a condition that returns an
+    awaitable anyway fails."""
+
+    async def entitled(result: dict[str, bool]) -> bool:
+        return result['eligible']
+
+    with pytest.raises(TypeError, match='not an async function'):
+        After('check_entitlement', when=entitled)
+    sneaky = desk(make_harness(), refunds, After('check_entitlement', when=lambda r: entitled(r)))
+    with pytest.raises(PolicyViolation, match='whose result passes its condition'):
+        sneaky.run_sync('e = await check_entitlement(ticket_id="T-NO")\nawait issue_refund(ticket_id="T-NO", cents=5)')
+    assert refunds == []
+
+
+def assert_settings_objects_are_read_as_data(fingerprint: Any) -> None:
+    """A policy's settings held in a dataclass, a pydantic model or an enum are its data: loosening one is a change
+    (`Limits(max_cents=1500)` to `Limits(max_cents=99999)` between a crash and the resume), equal ones are not."""
+    import dataclasses
+    import enum
+
+    from pydantic import BaseModel
+
+    @dataclasses.dataclass(frozen=True)
+    class Limits:
+        max_cents: int
+
+        def allows(self, result: Any, args: Any) -> bool:
+            return args['cents'] <= self.max_cents
+
+    class Settings(BaseModel):
+        max_cents: int
+
+    class Tier(enum.Enum):
+        GOLD = 5000
+        SILVER = 1500
+
+    def under(limits: Any) -> Any:
+        return lambda result, args: args['cents'] <= limits.max_cents
+
+    for make in (Limits, Settings):
+        assert fingerprint(under(make(max_cents=1500))) == fingerprint(under(make(max_cents=1500)))
+        assert fingerprint(under(make(max_cents=1500))) != fingerprint(under(make(max_cents=99999)))
+    assert fingerprint(Limits(1500).allows) == fingerprint(Limits(1500).allows) != fingerprint(Limits(99999).allows)
+    @dataclasses.dataclass
+    class Node:
+        other: Any = None
+
+    first = Node()
+    first.other = Node(first)  # data that holds itself through its fields: a cycle, named
+    assert fingerprint(lambda r: r is first.other) == fingerprint(lambda r: r is first.other)
+    tier = Tier.SILVER
+    assert fingerprint(lambda r: r['cents'] <= tier.value) != fingerprint((lambda t: lambda r: r['cents'] <= t.value)(
+        Tier.GOLD))
 
 
 def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
@@ -511,6 +614,10 @@ def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
     assert fingerprint(lambda r: [x for x in r if x > 1]) != fingerprint(lambda r: [x for x in r if x > 2])
     assert fingerprint(bool) != fingerprint(callable)
     assert fingerprint(functools.partial(limit, 1)) != fingerprint(functools.partial(limit, 2))
+    assert_settings_objects_are_read_as_data(fingerprint)
+    graph: dict[str, Any] = {'a': {}}
+    graph['a']['back'] = graph  # data that holds itself is named as a cycle, not walked until RecursionError
+    assert fingerprint(lambda r: r in graph) == fingerprint(lambda r: r in graph)
 
 
 # -- counters survive a resume ------------------------------------------------------------------------
@@ -935,7 +1042,8 @@ def test_the_audit_names_an_unguarded_irreversible_callee_plainly(make_harness: 
     email = next(c for c in report.callees if c.name == 'send_email')
     assert 'a person approves each call before it runs' in email.guards[0]
     refund = next(c for c in report.callees if c.name == 'issue_refund')
-    assert refund.guards[0].endswith('(checked at each call, before it runs)')
+    assert refund.guards[0].endswith("; a check_entitlement result supplied rather than run (a fork's result=, --answer"
+                                     ', an eval baseline) does not count (checked at each call, before it runs)')
     assert any('approval=True: at the same point' in where for where in report.enforcement)
     assert report.as_json()['findings'] == [finding]
     assert audit(desk(make_harness(), refunds)).text().startswith('What can hurt: nothing found')
@@ -993,10 +1101,11 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     script = 'e = await check_entitlement(ticket_id="T")\nawait drop_table(name="users")'
     report = strict.check(script)
     assert not report.ok
-    assert report.errors == (
-        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so a "
-        "script can call it at its first step. Give it requires= or approval=True where it is registered, or allow "
-        "it by name: Harness(strict=True, allow_unguarded=['drop_table'])."
+    assert report.errors == (  # what the script can do first: a model reads it, and cannot change the Harness
+        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so "
+        "strict mode refuses every script that can reach it: leave drop_table out of the script. (Its owner can give "
+        "it requires= or approval=True where it is registered, or allow it by name: "
+        "Harness(strict=True, allow_unguarded=['drop_table']).)"
     )
     with pytest.raises(WorkflowTypeError, match=r"strict mode.*\n.*allow_unguarded=\['drop_table'\]"):
         strict.run_sync(script)

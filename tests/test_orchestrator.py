@@ -17,6 +17,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from test_engine import sending
 
 from harness import Harness
 
@@ -281,19 +282,6 @@ def test_the_description_says_nothing_of_approvals_when_no_call_needs_one(make_h
     assert 'approval' not in WorkflowToolset(h).description()
 
 
-def sending(h: Harness) -> list[tuple[str, str]]:
-    """A side-effecting tool `send_email(to, body)` on `h` that records every email it really sent."""
-    sent: list[tuple[str, str]] = []
-
-    @h.tool(side_effect=True)
-    async def send_email(*, to: str, body: str) -> str:
-        """Send an email."""
-        sent.append((to, body))
-        return f'sent #{len(sent)}'
-
-    return sent
-
-
 def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_result_says_so(make_harness):
     """Issue 23.4: a later script of the same orchestrator run repeating a side effect that succeeded gets its result
     instead of a second effect (one earlier success answers one call), and the model is told which call and where."""
@@ -313,6 +301,66 @@ def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_resul
         assert 'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of ' \
                'this orchestrator run (run ' in note, note
         assert note.count('was not run again') == 1
+
+
+def test_a_retrys_refund_answered_from_the_earlier_one_still_needs_and_consumes_its_check(make_harness):
+    """A rule is decided from the script's own calls before any answer (as `h.check` and a replay decide it): the
+    retry's repeated refund, answered from the first script's, consumes the retry's check; one more refund is
+    refused, not paid on the check the answered one did not need."""
+    from harness import After
+
+    h = make_harness()
+    refunds: list[int] = []
+
+    @h.tool
+    async def check(*, ticket: str) -> bool:
+        return True
+
+    @h.tool(side_effect=True, requires=After('check', same=('ticket',), once=True))
+    async def refund(*, ticket: str, cents: int) -> str:
+        refunds.append(cents)
+        return f'refunded {cents}'
+
+    first = 'await check(ticket="T1")\nawait refund(ticket="T1", cents=500)\nraise ValueError("then it broke")'
+    second = ('await check(ticket="T1")\na = await refund(ticket="T1", cents=500)\ntry:\n'
+              '    b = await refund(ticket="T1", cents=500)\nexcept PermissionError:\n    b = "refused"\n[a, b]')
+    seen: list[Any] = []
+    h.orchestrator(scripted(first, second, seen=seen)).run_sync('refund T1')
+    [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
+    assert returned.content['result'] == ['refunded 500', 'refused']
+    assert refunds == [500]
+
+
+def test_a_retry_that_waits_for_approval_still_does_not_repeat_the_side_effect_after_it(make_harness):
+    """A retry script answered from the first one's email is answered so past a pause too: the resume after the
+    approval is the same script, with the same earlier effects (not a fresh start that sends the email again). A later
+    turn that has the first turn's result and waits before repeating its email still means a second one."""
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults
+
+    h = make_harness()
+    sent = sending(h)
+
+    @h.tool(approval=True)
+    async def pause_here(*, i: int) -> int:
+        """A step a person approves."""
+        return i
+
+    def approved(agent: Any, first: Any) -> Any:
+        assert isinstance(first.output, DeferredToolRequests), first.output
+        (call,) = first.output.approvals
+        return agent.run_sync(message_history=first.all_messages(),
+                              deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}))
+
+    seen: list[Any] = []
+    waits = 'await pause_here(i=1)\nawait send_email(to="x", body="hi")'
+    agent = h.orchestrator(scripted('await send_email(to="x", body="hi")\nraise ValueError("then it broke")', waits,
+                                    seen=seen))
+    turn = approved(agent, agent.run_sync('email x'))
+    assert sent == [('x', 'hi')]  # the retry's email, after the pause, was the first one's
+    assert 'was not run again' in str(turn.output)
+    again = h.orchestrator(scripted(waits))
+    approved(again, again.run_sync('email x again', message_history=turn.all_messages()))
+    assert sent == [('x', 'hi')] * 2  # a turn that had the first one's result: a second email was meant
 
 
 def test_a_turn_with_an_earlier_ones_result_repeats_its_side_effect_a_retry_of_a_lost_turn_does_not(make_harness):

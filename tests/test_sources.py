@@ -159,7 +159,8 @@ def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='cat')], manifest(callees, stubs=''))
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'})
-    sources = answer_sources(run_id='run-1', history=None, scope=scope, reuse=True, recorded=recorded, decisions={})
+    sources = answer_sources(run_id='run-1', callees=callees, history=None, scope=scope, reuse=True, recorded=recorded,
+                             decisions={})
 
     assert [type(s) for s in sources] == [Effects, EarlierScript, Baseline, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', word='cat')) == {'return_value': 'from an earlier script'}
@@ -169,13 +170,16 @@ def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
 
 
 def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
+    """Not from an earlier script's reusable results nor a baseline; past the journal, a resumed script is answered
+    from the side effects it started with (`test_a_resumed_script_is_answered_past_its_journal_as_it_started`)."""
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='dog')], manifest(callees, stubs=''))
     history = History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')})
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'})
-    sources = answer_sources(run_id='run-1', history=history, scope=scope, reuse=True, recorded=recorded, decisions={})
+    sources = answer_sources(run_id='run-1', callees=callees, history=history, scope=scope, reuse=True,
+                             recorded=recorded, decisions={})
 
-    assert [type(s) for s in sources] == [JournalAnswers, Decisions]
+    assert [type(s) for s in sources] == [JournalAnswers, Effects, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live
 
 
@@ -189,3 +193,18 @@ def test_a_resume_keeps_where_a_result_that_did_not_run_came_from(callees):
     source.answer(callees['email'], again)
     source.answer(callees['lookup'], live)
     assert (again.source, live.source) == ('reused', 'resumed')
+
+
+def test_a_resumed_script_is_answered_past_its_journal_as_it_started():
+    """The calls its journal holds are its own (one waiting for approval runs once approved); past the journal, the
+    side effects it started with answer, less those its journal was already answered from (issue 23.4)."""
+    from harness._dispatch._effects import EarlierEffects, Effect
+
+    effects = [Effect('run-0', n, 'email', {'to': 'ann'}, f'emailed {n}') for n in (1, 2)]
+    used = journaled('email', 1, 'emailed 1', to='ann')
+    used.source, used.side_effect = 'reused', True
+    waiting = CallRecord(seq=2, callee='email', arguments={'to': 'ann'}, line=3, status='waiting', side_effect=True)
+    earlier = EarlierEffects.of(effects, [used, waiting])
+    assert earlier.take(call('email', seq=2, to='ann')) is None
+    assert getattr(earlier.take(call('email', seq=3, to='ann')), 'result', None) == 'emailed 2'
+    assert earlier.take(call('email', seq=4, to='ann')) is None  # both used up: it runs

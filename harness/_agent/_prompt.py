@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._catalog._callees import Callee
-from .._catalog._rules import Access
+from .._catalog._rules import Access, counted
 from .._check._hints import IMPORTABLE
 
 ORCHESTRATOR_INSTRUCTIONS = """\
@@ -79,6 +79,9 @@ def budgets(
         lines.append(f'- host tool calls ({", ".join(tools)}): {limit}.')
     lines.append('- A call identical to one that already succeeded (same function, same arguments) is answered '
                  'from its stored result and costs nothing; when the budget runs out, calls raise RuntimeError.')
+    if counts := sorted(counted(c.requires for c in callees.values())):  # each authorises one call (`_sources`)
+        lines.append(f'- Except {", ".join(counts)}: each call runs (and is charged), since each success authorises '
+                     'one guarded call.')
     effects = sorted(name for name, c in callees.items() if c.side_effect)
     if effects:  # a side effect happens as often as the script asks for it (`_dispatch._effects`)
         lines.append(f'- Except side effects ({", ".join(effects)}): each call a script makes runs; only a later '

@@ -24,6 +24,7 @@ from typing_extensions import TypedDict
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._dispatch._context import RunScope
+from .._dispatch._effects import resumed_by_turn
 from .._errors import BudgetExceeded, WorkflowError
 from .._records import CallRecord, EventHandler, WorkflowResult, preview
 from .._sandbox._pool import SandboxLimits
@@ -171,7 +172,8 @@ class WorkflowToolset(AbstractToolset[Any]):
             waiting_run = self.approved_run(ctx)
             if waiting_run is not None:  # the person approved the deferred call: continue from the snapshot
                 self.harness.approve(waiting_run)
-                result = await self.harness.resume(waiting_run, on_event=self.on_event)
+                with resumed_by_turn(self.scope.seen if self.scope is not None else frozenset()):
+                    result = await self.harness.resume(waiting_run, on_event=self.on_event)
             else:
                 result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:

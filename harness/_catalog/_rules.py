@@ -18,16 +18,21 @@ its callee's manifest (`After.identity`, `fingerprint`), so a run resumes only u
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
 import inspect
 import json
+import os
+import sys
+import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 from typing import Any
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 
 from .._records import CallRecord, CallSource
 
@@ -47,12 +52,16 @@ class After:
         when: a condition on the predecessor's result (plain data, as the script saw it), or on
             the result and this call's arguments (`when=lambda result, args: args['cents'] <=
             result['max_cents']`); the rule holds only for a predecessor that passes it. A condition
-            that raises fails. Its code is part of the callee's manifest (`fingerprint`): a run made
-            under another condition is not resumed under this one (`CatalogChanged`).
+            that raises, or returns an awaitable, fails; an `async def` one is refused here. Its code is
+            part of the callee's manifest (`fingerprint`): a run made under another condition is not
+            resumed under this one (`CatalogChanged`).
         once: each successful predecessor authorises one call, which consumes it when it is admitted
             (one entitlement check, one refund). An admitted call keeps what it consumed whether it then
-            succeeds, fails, is cancelled or never starts: its effect may have happened. A call refused
-            (by a rule, a budget or a person) consumes nothing.
+            succeeds, fails, is cancelled or never starts: its effect may have happened; and when a later
+            script's repeat of a refund that succeeded is answered from it (`_dispatch._effects`), since the
+            rule is decided from the script's own calls before any answer, as `h.check` and a replay decide
+            it. A call refused (by a rule, a budget or a person) consumes nothing. Each call of the predecessor
+            runs (none is answered from an identical earlier one).
         trust_answers: let a result that was supplied rather than run (`SUPPLIED`: a fork's `result=`, a
             resume's answer, an eval baseline) satisfy the rule of a side-effecting callee. Off: only a
             predecessor that ran counts for a call that changes something.
@@ -70,6 +79,9 @@ class After:
         if isinstance(self.same, str):  # `same='ticket_id'` is an easy slip for a one-tuple
             object.__setattr__(self, 'same', (self.same,))
         if self.when is not None:
+            if inspect.iscoroutinefunction(self.when):  # its coroutine would be truthy: every predecessor would pass
+                raise TypeError('After(when=...) takes a plain function, not an async function: a rule is decided '
+                                'at the pause, without awaiting.')
             arity = _arity(self.when)
             if arity not in (1, 2):
                 raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
@@ -81,9 +93,20 @@ class After:
             return True
         when: Callable[..., bool] = self.when
         try:
-            return bool(when(result, dict(arguments)) if self.reads_arguments else when(result))
+            verdict = when(result, dict(arguments)) if self.reads_arguments else when(result)
         except Exception:
             return False
+        if inspect.isawaitable(verdict):  # not awaited at the pause: it decides nothing, so the rule fails
+            getattr(verdict, 'close', lambda: None)()
+            return False
+        return bool(verdict)
+
+    def admits(self, earlier: CallRecord, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of the predecessor satisfies the rule for a call with `arguments` (consumed or not, run or
+        supplied): it succeeded, with the `same` arguments, and its result passes `when`."""
+        if earlier.status != 'ok' or any(earlier.arguments.get(name) != arguments.get(name) for name in self.same):
+            return False
+        return self.passes(earlier.result, arguments)
 
     def describe(self) -> str:
         """The rule in words, as the model and the audit read it."""
@@ -258,7 +281,8 @@ class Ledger:
                 continue
             found, supplied = self.find(rule, arguments, side_effect, (callee, index))
             if found is None:
-                return unmet(callee, rule, supplied)
+                spent = rule.once and self.spent_on(rule, arguments, (callee, index))
+                return unmet(callee, rule, supplied, spent=spent)
             if rule.once:
                 grant.append(((callee, index), found.seq))
         self.claimed = (seq, callee, grant)
@@ -279,11 +303,7 @@ class Ledger:
         supplied = None
         for at in range(start, len(calls)):
             earlier = calls[at]
-            if earlier.status != 'ok' or earlier.seq in spent:
-                continue
-            if any(earlier.arguments.get(name) != arguments.get(name) for name in rule.same):
-                continue
-            if not rule.passes(earlier.result, arguments):
+            if earlier.seq in spent or not rule.admits(earlier, arguments):
                 continue
             if side_effect and not rule.trust_answers and earlier.source in SUPPLIED:
                 supplied = supplied or earlier
@@ -292,13 +312,27 @@ class Ledger:
         return None, supplied
 
 
-def unmet(callee: str, rule: After, supplied: CallRecord | None) -> str:
-    """The refusal of a call whose rule no predecessor satisfies."""
+    def spent_on(self, rule: After, arguments: Mapping[str, JsonValue], key: tuple[str, int]) -> bool:
+        """Whether a consumed predecessor would have satisfied `rule` for this call: then calling it again is the
+        fix (else the refusal's cause is a predecessor missing or failing its condition, which a repeat repeats)."""
+        spent = self.spent.get(key, ())
+        calls = self.by_callee.get(rule.callee, ())
+        return any(earlier.seq in spent and rule.admits(earlier, arguments) for earlier in calls)
+
+
+def counted(rules: Iterable[tuple[After, ...]]) -> frozenset[str]:
+    """The callees a `once` rule counts the calls of: each call of one authorises one call, so an identical call
+    is never answered from an earlier one's result (`_sources.EarlierScript`): one check that ran, one refund."""
+    return frozenset(rule.callee for requires in rules for rule in requires if rule.once)
+
+
+def unmet(callee: str, rule: After, supplied: CallRecord | None, *, spent: bool = False) -> str:
+    """The refusal of a call whose rule no predecessor satisfies (`spent`: one did, and a call consumed it)."""
     text = f'{callee} requires {rule.describe()}; it was not called.'
     if supplied is not None:
         return (f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
                 f"person's answer), and authorises no side effect: call {rule.callee} first.")
-    if rule.once:
+    if spent:
         return f'{text} Each {rule.callee} authorises one call: call {rule.callee} again first.'
     return f'{text} Call {rule.callee} first.'
 
@@ -318,44 +352,114 @@ def refusal(
 
 def fingerprint(fn: Callable[..., Any]) -> str:
     """A digest of what a predicate does: its code (bytecode, constants, names, nested functions), its defaults,
-    and the plain data it reads from its closure and globals. Equal for the same code and data in any process;
-    a function it reads is followed; anything else it reads is named by its type. (Bytecode is the
-    interpreter's: a Python upgrade changes the digest, so a run resumes under the Python it ran on, or is
-    accepted.)"""
-    text = json.dumps(_described(fn, set()), sort_keys=True, separators=(',', ':'), default=repr)
+    and the data it reads from its closure and globals (plain data, and the fields of a dataclass, pydantic model or
+    enum member: `_fields`), or the object a method is bound to. Equal for the same code and data in any process;
+    a function of the catalog's own code it reads is followed; a library's function (`_library`), a builtin or a
+    class is named; anything else it reads is named by its type. (Bytecode is the interpreter's: a Python upgrade
+    changes the digest, so a run resumes under the Python it ran on, or is accepted.)"""
+    walk = _Walk(home=_package(getattr(fn, '__func__', fn)))
+    text = json.dumps(walk.described(fn), sort_keys=True, separators=(',', ':'), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _described(value: Any, seen: set[int]) -> Any:
-    """`value` as plain data for `fingerprint`."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, list | tuple):
-        return [_described(v, seen) for v in value]
-    if isinstance(value, frozenset | set):
-        return sorted((_described(v, seen) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(k): _described(v, seen) for k, v in value.items()}
-    if isinstance(value, CodeType):
-        return {'code': value.co_code.hex(), 'consts': _described(value.co_consts, seen),
-                'names': list(value.co_names), 'args': value.co_argcount}
-    if isinstance(value, functools.partial):
-        return {'partial': _described(value.func, seen), 'args': _described(value.args, seen),
-                'keywords': _described(value.keywords, seen)}
-    fn = getattr(value, '__func__', value)  # a bound method: its function
-    if not isinstance(fn, FunctionType):  # a builtin or a class by its name; any other object by its type's
-        named = value if isinstance(value, type | BuiltinFunctionType) else type(value)
-        return f'{named.__module__}.{named.__qualname__}'
-    if id(fn) in seen:  # recursion, or a function read twice
-        return fn.__qualname__
-    seen.add(id(fn))
-    cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
-    reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
-    return {'fn': _described(fn.__code__, seen), 'defaults': _described(fn.__defaults__ or (), seen),
-            'kwdefaults': _described(fn.__kwdefaults__ or {}, seen), 'closure': _described(cells, seen),
-            'globals': {name: _described(v, seen) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+_LIBRARY = tuple(sorted({os.path.join(sysconfig.get_path(name), '') for name in ('stdlib', 'platstdlib', 'purelib',
+                                                                                 'platlib')}))
+"""Where the standard library and installed packages live."""
+
+
+@dataclass
+class _Walk:
+    """One predicate's walk for `fingerprint`: the functions seen so far, and the package it belongs to."""
+
+    home: str
+    seen: set[int] = field(default_factory=set)
+    path: set[int] = field(default_factory=set)
+    """The containers and data objects being described: one that holds itself is a cycle, named, not walked forever."""
+
+    def described(self, value: Any) -> Any:
+        """`value` as plain data."""
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, bytes):
+            return value.hex()
+        if isinstance(value, list | tuple | frozenset | set | dict):
+            return self.unless_cycle(value, self.container)
+        return self.other(value)
+
+    def unless_cycle(self, value: Any, describe: Callable[[Any], Any]) -> Any:
+        """`describe(value)`, or a mark where `value` holds itself (through its items or its fields)."""
+        if id(value) in self.path:
+            return '<cycle>'
+        self.path.add(id(value))
+        try:
+            return describe(value)
+        finally:
+            self.path.discard(id(value))
+
+    def container(self, value: list[Any] | tuple[Any, ...] | frozenset[Any] | set[Any] | dict[Any, Any]) -> Any:
+        """A list, tuple, set or dict, item by item (a set in a fixed order)."""
+        if isinstance(value, list | tuple):
+            return [self.described(v) for v in value]
+        if isinstance(value, frozenset | set):
+            return sorted((self.described(v) for v in value), key=repr)
+        # a key that is not a string by its description (a repr may hold an address)
+        return {k if isinstance(k, str) else json.dumps(self.described(k)): self.described(v) for k, v in value.items()}
+
+    def other(self, value: Any) -> Any:
+        """Code, a partial, or a function followed into what it reads; anything else by a name (see `fingerprint`)."""
+        if isinstance(value, CodeType):
+            return {'code': value.co_code.hex(), 'consts': self.described(value.co_consts),
+                    'names': list(value.co_names), 'args': value.co_argcount}
+        if isinstance(value, functools.partial):
+            return {'partial': self.described(value.func), 'args': self.described(value.args),
+                    'keywords': self.described(value.keywords)}
+        if isinstance(value, type | BuiltinFunctionType):  # a class or a builtin: by its name
+            return _name(value)
+        if (fields := _fields(value)) is not None:  # a dataclass, pydantic model or enum member: its data too
+            return self.unless_cycle(value, lambda v: {'of': _name(type(v)), 'fields': self.described(fields)})
+        fn = getattr(value, '__func__', value)  # a bound method: its function, and what it is bound to
+        if fn is not value and isinstance(fn, FunctionType):
+            return {'method': self.other(fn), 'self': self.described(getattr(value, '__self__', None))}
+        if not isinstance(fn, FunctionType):  # any other object: by its type's name
+            return _name(type(value))
+        if _package(fn) != self.home and _library(fn):  # its module's state (a cache) is the process's
+            return _name(fn)
+        if id(fn) in self.seen:  # recursion, or a function read twice
+            return fn.__qualname__
+        self.seen.add(id(fn))
+        cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
+        reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
+        return {'fn': self.described(fn.__code__), 'defaults': self.described(fn.__defaults__ or ()),
+                'kwdefaults': self.described(fn.__kwdefaults__ or {}), 'closure': self.described(cells),
+                'globals': {name: self.described(v) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+
+
+def _fields(value: Any) -> dict[str, Any] | None:
+    """The data of a value that is data by its declaration (a dataclass, a pydantic model, an enum member: a policy's
+    settings), or None: an object of another kind may hold anything (a client, a cache) and is named by its type."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):
+        return {name: getattr(value, name) for name in type(value).model_fields}
+    if isinstance(value, enum.Enum):
+        return {'name': value.name, 'value': value.value}
+    return None
+
+
+def _name(named: Any) -> str:
+    return f'{named.__module__}.{named.__qualname__}'
+
+
+def _package(fn: Any) -> str:
+    """The top-level package a function's module is in."""
+    return (getattr(fn, '__module__', None) or '').partition('.')[0]
+
+
+def _library(fn: FunctionType) -> bool:
+    """Whether a function is the standard library's or an installed package's (one with no file is the catalog's
+    own: defined in a notebook or a REPL)."""
+    file = getattr(sys.modules.get(fn.__module__ or ''), '__file__', None)
+    return file is not None and file.startswith(_LIBRARY)
 
 
 def _names(code: CodeType) -> set[str]:

@@ -17,7 +17,7 @@ from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from .._catalog._callees import Callee
-from .._catalog._rules import MAX_REFUSALS, Access
+from .._catalog._rules import MAX_REFUSALS, Access, After
 from ._analysis import Analysis
 
 if TYPE_CHECKING:  # the facade imports this module (strict mode's refusal), not the other way round
@@ -129,7 +129,8 @@ def audit(h: Harness) -> Audit:
 
 def audit_callee(h: Harness, callee: Callee) -> CalleeAudit:
     """One callee's answers: its guards (each with where it is enforced), what a crash does, what can hurt."""
-    guards = [f'requires {rule.describe()} (checked at each call, before it runs)' for rule in callee.requires]
+    guards = [f'requires {rule.describe()}{untrusted(callee, rule)} (checked at each call, before it runs)'
+              for rule in callee.requires]
     if callee.approval:
         guards.append('a person approves each call before it runs (approval=True; the run waits)')
     if callee.name in h.call_caps:
@@ -147,6 +148,15 @@ def audit_callee(h: Harness, callee: Callee) -> CalleeAudit:
     possibly = bool(tools) and not callee.side_effect_given
     return CalleeAudit(callee.name, callee.kind, callee.side_effect, tuple(guards), on_crash,
                        unguarded=callee.unguarded, possibly_irreversible=possibly, own_tools=tools)
+
+
+def untrusted(callee: Callee, rule: After) -> str:
+    """What a rule of a side-effecting callee does not take for a predecessor (the stubs leave it unsaid: it is the
+    rule's default, and the model has no answers to supply)."""
+    if not callee.side_effect or rule.trust_answers:
+        return ''
+    return (f"; a {rule.callee} result supplied rather than run (a fork's result=, --answer, an eval baseline) "
+            'does not count')
 
 
 def what_can_hurt(c: CalleeAudit, allowed: frozenset[str]) -> str | None:
@@ -195,9 +205,10 @@ def unguarded_reach(
         if callee is None or not callee.unguarded or (access is not None and access.refusal(name) is not None):
             continue
         line = min(site.line for site in (*analysis.calls, *analysis.dynamic) if site.callee == name)
-        found.append(
-            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so a script '
-            f'can call it at its first step. Give it requires= or approval=True where it is registered, or allow '
-            f'it by name: Harness(strict=True, allow_unguarded=[{name!r}]).'
+        found.append(  # the script's fix first: a model reads this and cannot change the Harness
+            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so strict mode '
+            f'refuses every script that can reach it: leave {name} out of the script. (Its owner can give it '
+            f'requires= or approval=True where it is registered, or allow it by name: '
+            f'Harness(strict=True, allow_unguarded=[{name!r}]).)'
         )
     return found

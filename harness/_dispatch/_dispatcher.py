@@ -115,7 +115,7 @@ class Dispatcher:
         self.journal = journal
         self.history = history
         self.sources = answer_sources(
-            run_id=run_id, history=history, scope=scope, reuse=reuse, recorded=recorded_calls(),
+            run_id=run_id, callees=callees, history=history, scope=scope, reuse=reuse, recorded=recorded_calls(),
             decisions=dict(decisions or {}),
         )
         """Asked in order for each call's answer (`_sources`); the baseline is an eval case's (`reuse_calls`), set

@@ -14,6 +14,11 @@ Invariants:
 - A later turn of the conversation is answered only from the turns whose messages it does not have (one that
   died, or whose answer was dropped): a turn that has an earlier one's results in its history and repeats its
   side effect means a second one, and it runs.
+- A resumed script is answered, past its journal only (the calls it holds are its own), from the effects of the
+  scripts started before it, less those its journal was answered from (`EarlierEffects.of`, `resumed_effects`):
+  as it would have been had it not stopped. Its conversation's other turns count only when the turn going on with
+  it says which it has the results of (`resumed_by_turn`); a resume without one (`harness resume`) takes its
+  orchestrator run's.
 - With a store, the ledger is read from it at each script's start (the runs of the same orchestrator run or
   conversation whose journals verify); without one it is what this process's scripts of the scope remembered.
 """
@@ -21,13 +26,15 @@ Invariants:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from .._records import CallRecord, call_key, describe
+from .._records import CallRecord, RunRow, call_key, describe
 
 if TYPE_CHECKING:
     from .._store import RunStore
@@ -76,15 +83,25 @@ class EarlierEffects:
     answered: dict[int, Effect] = field(default_factory=dict)
     """The calls of this script answered this way, by seq, for the note the model reads (`note`)."""
 
+    past: int = 0
+    """A resumed script's journal length: the calls it holds are its own (answered, run, or waiting for a person)."""
+
     @classmethod
-    def of(cls, effects: Iterable[Effect]) -> EarlierEffects:
+    def of(cls, effects: Iterable[Effect], journal: Iterable[CallRecord] = ()) -> EarlierEffects:
+        """From the effects that finished before the script started; resumed, with its `journal`: the effects its
+        calls were answered from are used up, and only calls past the journal are answered (as they would have
+        been had it not stopped)."""
         done: dict[str, list[Effect]] = {}
         for effect in effects:
             done.setdefault(call_key(effect.callee, effect.arguments), []).append(effect)
-        return cls(done)
+        journal = list(journal)
+        used = Counter(call_key(c.callee, c.arguments) for c in journal if c.side_effect and c.source == 'reused')
+        return cls(done, used, past=max((c.seq for c in journal), default=0))
 
     def take(self, record: CallRecord) -> Effect | None:
         """The earlier success that answers this call (and is used up by it), or None: it runs."""
+        if record.seq <= self.past:
+            return None
         key = call_key(record.callee, record.arguments)
         earlier, n = self.done.get(key, ()), self.used[key]
         if n >= len(earlier):
@@ -130,18 +147,48 @@ def named(calls: Sequence[CallRecord]) -> str:
 
 
 def stored_effects(
-    store: RunStore, orchestrator_run_id: str | None, conversation_id: str | None, seen: frozenset[str] = frozenset()
+    store: RunStore, orchestrator_run_id: str | None, conversation_id: str | None, seen: frozenset[str] = frozenset(),
+    *, resumed: RunRow | None = None,
 ) -> list[Effect]:
     """The side effects the store holds for a new script of this orchestrator run or conversation, oldest first:
     not those of the agent runs in `seen` (the model has their results), and only from runs whose journal verifies
-    (a row edited in the store answers nothing; its call runs)."""
+    (a row edited in the store answers nothing; its call runs). For a `resumed` script: those of the scripts
+    started before it, as when it started."""
     found: list[Effect] = []
     for run, calls in store.side_effects(orchestrator_run_id, conversation_id):
+        if resumed is not None and (run.run_id == resumed.run_id or run.created > resumed.created):
+            continue
         same = orchestrator_run_id is not None and run.orchestrator_run_id == orchestrator_run_id
         if (not same and run.orchestrator_run_id in seen) or store.verify(run.run_id):
             continue
         found += [Effect.of(run.run_id, call, same_run=same) for call in calls if is_effect(call)]
     return found
+
+
+_TURN_SEEN: ContextVar[frozenset[str] | None] = ContextVar('harness_turn_seen', default=None)
+"""While an orchestrator turn resumes a run after a person decided (`resumed_by_turn`): the agent runs whose results
+it has (`RunScope.seen`), as its scripts' scope has them."""
+
+
+@contextmanager
+def resumed_by_turn(seen: frozenset[str]) -> Generator[None]:
+    """Resume runs inside this block for the turn that goes on with them, which has the results of `seen`."""
+    token = _TURN_SEEN.set(seen)
+    try:
+        yield
+    finally:
+        _TURN_SEEN.reset(token)
+
+
+def resumed_effects(store: RunStore, run: RunRow) -> list[Effect]:
+    """The side effects a resumed script started with (its calls past the journal are answered from them, as they
+    would have been had it not stopped): its conversation's other turns only when a turn going on with it says
+    which of them it has the results of (`resumed_by_turn`); without one (`harness resume`), its orchestrator run's."""
+    seen = _TURN_SEEN.get()
+    conversation = run.conversation_id if seen is not None else None
+    if run.orchestrator_run_id is None and conversation is None:
+        return []
+    return stored_effects(store, run.orchestrator_run_id, conversation, seen or frozenset(), resumed=run)
 
 
 def interrupted_runs(store: RunStore, conversation_id: str) -> list[tuple[str, list[CallRecord]]]:

@@ -9,11 +9,13 @@ charges or runs anything: the dispatcher does, as it does for a live call.
 The order (`answer_sources`) is part of the contract:
 
 1. `JournalAnswers`: resume, replay and fork answer from the journal (`History`). A run with a
-   history is answered from it alone, never from an earlier script or a baseline.
+   history is answered from it, never from an earlier script's results or a baseline; past its journal a
+   resumed script's side effects are answered as when it started (`Effects`, `_effects.resumed_effects`).
 2. `Effects`: a side-effecting call that already succeeded in an earlier script of the same orchestrator
    run or conversation (`_effects`: never one of this script, each success answering one call). Not charged.
 3. `EarlierScript`: an identical call of an idempotent callee completed by this or an earlier script of the
-   same orchestrator run (`reuse`). Not charged (the dispatcher sees `source == 'reused'`).
+   same orchestrator run (`reuse`), unless a `once` rule counts its calls (each of those runs). Not charged
+   (the dispatcher sees `source == 'reused'`).
 4. `Baseline`: an eval baseline's result (`reuse_calls`), charged like the live call it replaces.
 5. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval
    lets it run; with no decision the call is held (`HOLD`): journaled `waiting`, never run, and the run
@@ -32,6 +34,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from .._catalog._callees import Callee
+from .._catalog._rules import counted
 from .._records import CallRecord, Decision, Outcome, call_key
 from .._tracing._names import (
     ATTR_CALLEE,
@@ -100,9 +103,11 @@ class EarlierScript:
     reusable: Mapping[str, JsonValue]
     supplied: Set[str] = frozenset()
     """Keys whose result a baseline supplied: answered as the baseline's, so a rule never takes it for a run."""
+    counted: Set[str] = frozenset()
+    """Callees a `once` rule counts (`_rules.counted`): each of their calls runs, as it authorises one call."""
 
     def answer(self, callee: Callee, record: CallRecord) -> Answer:
-        if callee.side_effect:
+        if callee.side_effect or callee.name in self.counted:
             return None
         key = reuse_key(record.callee, record.arguments)
         if key not in self.reusable:
@@ -157,6 +162,7 @@ class Decisions:
 def answer_sources(
     *,
     run_id: str,
+    callees: Mapping[str, Callee],
     history: History | None,
     scope: RunScope,
     reuse: bool,
@@ -164,12 +170,15 @@ def answer_sources(
     decisions: Mapping[int, Decision],
 ) -> tuple[AnswerSource, ...]:
     """The sources one script's calls are asked, in order (see the module docstring). The scope's reusable results
-    (with `reuse`), its side effects and `recorded` are ignored for a run with a history: its journal is the only
-    record it follows. The side effects are taken as they are now, before the script's first call."""
-    if history is not None:
-        first: list[AnswerSource] = [JournalAnswers(history)]
+    (with `reuse`) and `recorded` are ignored for a run with a history: its journal is the only record it follows,
+    and past it a resumed script is answered from the side effects it started with. The side effects are taken as
+    they are now, before the script's first call."""
+    if history is not None:  # the scope's effects are a resumed script's (`_effects.stored_effects`)
+        first: list[AnswerSource] = [JournalAnswers(history), Effects(EarlierEffects.of(scope.effects,
+                                                                                      history.calls.values()))]
     else:
-        earlier = [EarlierScript(scope.reusable, scope.supplied)] if reuse else []
+        counts = counted(callee.requires for callee in callees.values())
+        earlier = [EarlierScript(scope.reusable, scope.supplied, counts)] if reuse else []
         first = [Effects(EarlierEffects.of(scope.effects)), *earlier,
                  *([Baseline(recorded)] if recorded is not None else [])]
     return (*first, Decisions(run_id, decisions))
