@@ -21,9 +21,10 @@ demo: $(STAMP)
 eval: $(STAMP)
 	$(VENV)/bin/harness eval examples/evals/review.yaml
 
-# The default tier: everything but tests marked `slow` (pyproject.toml deselects them).
+# The default tier: everything but tests marked `slow` (pyproject.toml deselects them), in two worker
+# processes (pytest-xdist): the tests are CPU-bound and independent (each its own store, ports and directories).
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest --durations=15
+	$(VENV)/bin/python -m pytest -n 2 --durations=15
 
 # The slow tier only (every crash moment, staggered kills); exit status 5 means it holds no test.
 test-slow: $(STAMP)

@@ -43,6 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # The stores the tests write are sealed with a key of their own (inherited by their subprocesses),
     # never with the key in the user's config directory.
     os.environ['HARNESS_SECRET'] = 'harness-tests'
+    # pytest-xdist's workers (`make test` runs two) start with COLUMNS=80 and LINES=24, set by execnet: rich
+    # would take them for the terminal's size for good when the CLI's consoles are made, and the width a test
+    # asks for (`columns=`) would be lost.
+    for size in ('COLUMNS', 'LINES'):
+        os.environ.pop(size, None)
     # In this process logfire is configured first, as an app that uses it would: logfire's `capfire`
     # fixture configures it again, which replaces logfire's provider but could not replace the plain
     # OpenTelemetry provider the harness installs when it finds nothing to export (its `offline` mode,
