@@ -32,6 +32,7 @@ test-slow: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check harness subagents tools tests examples benchmarks
+	$(VENV)/bin/ruff format --check harness subagents tools tests examples benchmarks
 	$(VENV)/bin/ty check
 
 bench: $(STAMP)

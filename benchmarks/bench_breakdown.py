@@ -59,13 +59,11 @@ def tool_script(n: int, salt: str) -> str:
 
 
 def agent_script(n: int, salt: str) -> str:
-    return (f"out = []\nfor i in range({n}):\n    out.append(await echo(task='{salt} step ' + str(i)))\n"
-            'len(out)\n')
+    return f"out = []\nfor i in range({n}):\n    out.append(await echo(task='{salt} step ' + str(i)))\nlen(out)\n"
 
 
 def gather_script(n: int, salt: str) -> str:
-    return (f"import asyncio\nrs = await asyncio.gather(*[echo(task='{salt} ' + str(i)) for i in range({n})])\n"
-            'len(rs)\n')
+    return f"import asyncio\nrs = await asyncio.gather(*[echo(task='{salt} ' + str(i)) for i in range({n})])\nlen(rs)\n"
 
 
 SCRIPTS = {'tools': tool_script, 'agents': agent_script, 'gather': gather_script}
@@ -77,8 +75,14 @@ def expected(shape: str, n: int) -> int:
 
 # -- profile buckets ---------------------------------------------------------------------------------
 
-BUCKETS = ('sandbox / Monty', 'store / journal', 'tracing / spans', 'pydantic-ai', 'dispatch / other',
-           'waiting (event loop idle)')
+BUCKETS = (
+    'sandbox / Monty',
+    'store / journal',
+    'tracing / spans',
+    'pydantic-ai',
+    'dispatch / other',
+    'waiting (event loop idle)',
+)
 
 
 def bucket(filename: str, name: str) -> str | None:
@@ -95,11 +99,19 @@ def bucket(filename: str, name: str) -> str | None:
             return 'sandbox / Monty'
         return None
     for key, label in (
-        (('pydantic_monty', 'harness/_sandbox', 'harness/_runner', 'harness/_loop', 'harness/_check',
-          'harness/_grants'), 'sandbox / Monty'),
+        (
+            (
+                'pydantic_monty',
+                'harness/_sandbox',
+                'harness/_runner',
+                'harness/_loop',
+                'harness/_check',
+                'harness/_grants',
+            ),
+            'sandbox / Monty',
+        ),
         (('harness/_store', 'harness/_journal', 'harness/_seal', 'sqlite3/'), 'store / journal'),
-        (('opentelemetry', 'logfire', 'harness/_tracing', 'harness/_observe', 'harness/_usage'),
-         'tracing / spans'),
+        (('opentelemetry', 'logfire', 'harness/_tracing', 'harness/_observe', 'harness/_usage'), 'tracing / spans'),
         (('pydantic_ai/', 'pydantic_graph/', 'genai_prices'), 'pydantic-ai'),
         (('harness/',), 'dispatch / other'),
     ):
@@ -261,23 +273,29 @@ def measure(quick: bool) -> dict[str, Any]:
                 order = cells if r % 2 == 0 else list(reversed(cells))
                 for shape, n in (('tools', N_TOOLS), ('agents', N_AGENTS)):
                     for mode, variant in order:
-                        per_call.setdefault((mode, variant, shape), []).append(
-                            slope(workers[mode], variant, shape, n))
-                for kind in (bare if r % 2 == 0 else reversed(list(bare))):
+                        per_call.setdefault((mode, variant, shape), []).append(slope(workers[mode], variant, shape, n))
+                for kind in bare if r % 2 == 0 else reversed(list(bare)):
                     bare[kind].append(workers['on'].ask(f'bare {kind} {N_AGENTS * 5} seq')['wall'] / (N_AGENTS * 5))
             for r in range(1 if quick else 3):
                 log(f'  breakdown: gather of {N_GATHER}, {r + 1}')
                 pair = [('harness', f'run file gather {N_GATHER}'), ('bare', f'bare plain {N_GATHER} gather')]
-                for key, command in (pair if r % 2 == 0 else pair[::-1]):
+                for key, command in pair if r % 2 == 0 else pair[::-1]:
                     gathers[key].append(workers['on'].ask(command)['wall'])
             log('  breakdown: profiles')
-            profiles = {shape: workers['on'].ask(f'profile {shape} {n}')['buckets']
-                        for shape, n in (('tools', PROFILE_TOOLS), ('agents', PROFILE_AGENTS))}
+            profiles = {
+                shape: workers['on'].ask(f'profile {shape} {n}')['buckets']
+                for shape, n in (('tools', PROFILE_TOOLS), ('agents', PROFILE_AGENTS))
+            }
         finally:
             for w in workers.values():
                 w.close()
-    return {'per_call': {'|'.join(k): v for k, v in per_call.items()}, 'bare': bare, 'gathers': gathers,
-            'profiles': profiles, 'rounds': rounds}
+    return {
+        'per_call': {'|'.join(k): v for k, v in per_call.items()},
+        'bare': bare,
+        'gathers': gathers,
+        'profiles': profiles,
+        'rounds': rounds,
+    }
 
 
 # -- the report ---------------------------------------------------------------------------------------
@@ -303,10 +321,14 @@ def components(m: dict[str, Any], shape: str) -> tuple[float, list[tuple[str, fl
     if shape == 'agents':
         instr, plain = statistics.median(m['bare']['instr']), statistics.median(m['bare']['plain'])
         parts += [
-            ("pydantic-ai's instrumentation of the sub-agent's `Agent.run` (bare run, instrumented − not)",
-             instr - plain),
-            ("the harness's own spans (tracing on − off, less pydantic-ai's instrumentation)",
-             tracing - (instr - plain)),
+            (
+                "pydantic-ai's instrumentation of the sub-agent's `Agent.run` (bare run, instrumented − not)",
+                instr - plain,
+            ),
+            (
+                "the harness's own spans (tracing on − off, less pydantic-ai's instrumentation)",
+                tracing - (instr - plain),
+            ),
             ('pydantic-ai `Agent.run` itself (bare, not instrumented, `TestModel`)', plain),
         ]
     else:
@@ -324,11 +346,24 @@ def profile_table(m: dict[str, Any]) -> str:
             total = sum(p[x] for x in BUCKETS)
             row += [fmt_us(p[b] / n), share(p[b], total)]
         rows.append(row)
-    rows.append(['wall per call (profiled)'] + [x for shape, n in (('tools', PROFILE_TOOLS),
-                                                                   ('agents', PROFILE_AGENTS))
-                                                for x in (fmt_us(m['profiles'][shape]['wall'] / n), '')])
-    return table(['bucket (self time, by file path)', f'host tool, µs / call ({PROFILE_TOOLS} calls)', 'share',
-                  f'sub-agent, µs / call ({PROFILE_AGENTS} calls)', 'share'], rows)
+    rows.append(
+        ['wall per call (profiled)']
+        + [
+            x
+            for shape, n in (('tools', PROFILE_TOOLS), ('agents', PROFILE_AGENTS))
+            for x in (fmt_us(m['profiles'][shape]['wall'] / n), '')
+        ]
+    )
+    return table(
+        [
+            'bucket (self time, by file path)',
+            f'host tool, µs / call ({PROFILE_TOOLS} calls)',
+            'share',
+            f'sub-agent, µs / call ({PROFILE_AGENTS} calls)',
+            'share',
+        ],
+        rows,
+    )
 
 
 def reference_goals() -> dict[str, Any] | None:
@@ -341,8 +376,10 @@ def reference_goals() -> dict[str, Any] | None:
     def get(name: str, side: str, key: str = 'warm') -> float | None:
         return s.get(name, {}).get(side, {}).get(key)
 
-    out: dict[str, Any] = {'file': str(path.relative_to(ROOT)),
-                           'written': time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}
+    out: dict[str, Any] = {
+        'file': str(path.relative_to(ROOT)),
+        'written': time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime)),
+    }
     for name, n in (('chain10', 10), ('chain50', 50), ('gather500', 500)):
         sides = {}
         for side in ('ours', 'reference'):
@@ -355,8 +392,10 @@ def reference_goals() -> dict[str, Any] | None:
         out['gather10k'] = g / (bare / 50 * 10_000)
     mem = {}
     for side in ('ours', 'reference'):
-        vals = [(get(n, side, 'host_peak_mb') or 0) + (get(n, side, 'workers_sum_mb') or 0)
-                for n in ('wait32same', 'wait32distinct')]
+        vals = [
+            (get(n, side, 'host_peak_mb') or 0) + (get(n, side, 'workers_sum_mb') or 0)
+            for n in ('wait32same', 'wait32distinct')
+        ]
         mem[side] = max(vals) if any(vals) else None
     if mem['ours'] and mem['reference']:
         out['memory'] = (mem['ours'], mem['reference'])
@@ -391,41 +430,68 @@ def report(m: dict[str, Any]) -> str:
     ref = reference_goals()
     see = 'see the engine table'
     goal_rows = []
-    for name, label in (('chain10', '10 sequential calls'), ('chain50', '50 sequential calls'),
-                        ('gather500', 'gather of 500')):
+    for name, label in (
+        ('chain10', '10 sequential calls'),
+        ('chain50', '50 sequential calls'),
+        ('gather500', 'gather of 500'),
+    ):
         value = ref.get(name) if ref else None
-        goal_rows.append([f'engine overhead per call ≤ 0.4× the reference\'s, {label}',
-                          f'{value:.2f}×' if value is not None else see,
-                          verdict(value, 0.4) if value is not None else see])
-    goal_rows.append(['a host tool call ≤ 0.3 ms end to end', fmt_us(tool_total),
-                      'met' if tool_total <= 0.3e-3 else f'missed by {tool_total / 0.3e-3:.1f}× '
-                      f'({fmt_us(tool_total - 0.3e-3)} over)'])
-    goal_rows.append(['tracing adds ≤ 25% to a sub-agent call',
-                      f'+{tracing_share:.0%} ({fmt_us(agent_off)} → {fmt_us(agent_total)})'
-                      if tracing_share is not None else '–', verdict(tracing_share, 0.25, '%')])
+        goal_rows.append(
+            [
+                f"engine overhead per call ≤ 0.4× the reference's, {label}",
+                f'{value:.2f}×' if value is not None else see,
+                verdict(value, 0.4) if value is not None else see,
+            ]
+        )
+    goal_rows.append(
+        [
+            'a host tool call ≤ 0.3 ms end to end',
+            fmt_us(tool_total),
+            'met'
+            if tool_total <= 0.3e-3
+            else f'missed by {tool_total / 0.3e-3:.1f}× ({fmt_us(tool_total - 0.3e-3)} over)',
+        ]
+    )
+    goal_rows.append(
+        [
+            'tracing adds ≤ 25% to a sub-agent call',
+            f'+{tracing_share:.0%} ({fmt_us(agent_off)} → {fmt_us(agent_total)})' if tracing_share is not None else '–',
+            verdict(tracing_share, 0.25, '%'),
+        ]
+    )
     gather10k = ref.get('gather10k') if ref else None
-    goal_rows.append([f'gather of 10,000 ≤ 1.5× 10,000 bare Agent runs (here: gather of {N_GATHER} against '
-                      f'{N_GATHER} bare `Agent.run`s gathered)',
-                      (f'{g_ratio:.2f}× ({fmt_time(g_h)} / {fmt_time(g_b)})' if g_ratio else '–')
-                      + (f'; run.py\'s 10,000 against 10,000 × one sequential bare run: {gather10k:.2f}×'
-                         if gather10k else ''),
-                      verdict(g_ratio, 1.5)])
+    goal_rows.append(
+        [
+            f'gather of 10,000 ≤ 1.5× 10,000 bare Agent runs (here: gather of {N_GATHER} against '
+            f'{N_GATHER} bare `Agent.run`s gathered)',
+            (f'{g_ratio:.2f}× ({fmt_time(g_h)} / {fmt_time(g_b)})' if g_ratio else '–')
+            + (f"; run.py's 10,000 against 10,000 × one sequential bare run: {gather10k:.2f}×" if gather10k else ''),
+            verdict(g_ratio, 1.5),
+        ]
+    )
     memory = ref.get('memory') if ref else None
-    goal_rows.append(['peak memory of 32 concurrent workflows ≤ the reference\'s',
-                      f'{memory[0]:.0f} MB / {memory[1]:.0f} MB' if memory else see,
-                      verdict(memory[0] / memory[1], 1.0) if memory else see])
+    goal_rows.append(
+        [
+            "peak memory of 32 concurrent workflows ≤ the reference's",
+            f'{memory[0]:.0f} MB / {memory[1]:.0f} MB' if memory else see,
+            verdict(memory[0] / memory[1], 1.0) if memory else see,
+        ]
+    )
     goals = table(['goal (default configuration)', 'measured', 'verdict'], goal_rows, 'lll')
-    source = (f'The engine-overhead, 10,000-gather and memory rows come from `{ref["file"]}` (written '
-              f'{ref["written"]}; engine overhead = a side\'s warm time less its own bare `Agent.run` cost × N).'
-              if ref else 'No `results/latest.json` (run `python benchmarks/run.py` first): the rows that need '
-                          'the reference are in the engine table.')
+    source = (
+        f'The engine-overhead, 10,000-gather and memory rows come from `{ref["file"]}` (written '
+        f"{ref['written']}; engine overhead = a side's warm time less its own bare `Agent.run` cost × N)."
+        if ref
+        else 'No `results/latest.json` (run `python benchmarks/run.py` first): the rows that need '
+        'the reference are in the engine table.'
+    )
 
     blocks = [
-        '### Where a call\'s time goes (`bench_breakdown.py`)',
+        "### Where a call's time goes (`bench_breakdown.py`)",
         f'Default configuration (`Harness()` with a store file, `synchronous=FULL`; tracing on, nothing exported) '
         f'against variants, side by side in two worker processes; per-call cost is the slope of fresh-text runs of '
         f'{N_TOOLS} (host tool) and {N_AGENTS} (sub-agent) calls against 1 call, median of {m["rounds"]} interleaved '
-        'rounds; parts are differences of medians, so they carry this machine\'s noise (a negative part is noise).',
+        "rounds; parts are differences of medians, so they carry this machine's noise (a negative part is noise).",
         tool_table,
         agent_table,
         'cProfile of one run on the default Harness (script checked first): self time per function, bucketed by '

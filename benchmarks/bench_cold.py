@@ -45,8 +45,14 @@ ENTRY = 'import sys; sys.argv[0] = "harness"; from harness._cli._app import app;
 
 
 def cli(source: Path, args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, '-c', ENTRY, *args], cwd=cwd, env={**env, 'PYTHONPATH': str(source)},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, '-c', ENTRY, *args],
+        cwd=cwd,
+        env={**env, 'PYTHONPATH': str(source)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def timed(source: Path, args: list[str], cwd: Path, env: dict[str, str], reps: int) -> list[float]:
@@ -62,13 +68,21 @@ def timed(source: Path, args: list[str], cwd: Path, env: dict[str, str], reps: i
 
 def heavy_imports(source: Path, args: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
     """Which of pydantic-ai and logfire the command imported, and whether it set tracing up."""
-    code = ('import sys\nfrom harness._cli._app import app\n'
-            f'try:\n    app({args!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n'
-            'tracing = sys.modules.get("harness._tracing._setup")\n'
-            'configured = ["tracing set up"] if getattr(tracing, "_mode", None) not in (None, "off") else []\n'
-            f'print("IMPORTED", [m for m in {HEAVY!r} if m in sys.modules] + configured)')
-    done = subprocess.run([sys.executable, '-c', code], cwd=cwd, env={**env, 'PYTHONPATH': str(source)},
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        'import sys\nfrom harness._cli._app import app\n'
+        f'try:\n    app({args!r}, standalone_mode=False)\nexcept SystemExit:\n    pass\n'
+        'tracing = sys.modules.get("harness._tracing._setup")\n'
+        'configured = ["tracing set up"] if getattr(tracing, "_mode", None) not in (None, "off") else []\n'
+        f'print("IMPORTED", [m for m in {HEAVY!r} if m in sys.modules] + configured)'
+    )
+    done = subprocess.run(
+        [sys.executable, '-c', code],
+        cwd=cwd,
+        env={**env, 'PYTHONPATH': str(source)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = next((x for x in done.stdout.splitlines() if x.startswith('IMPORTED')), 'IMPORTED ?')
     return eval(line.removeprefix('IMPORTED '))  # a list literal this script printed
 
@@ -90,8 +104,9 @@ def baseline_source(tmp: Path) -> Path | None:
     """The CLI as of `BASELINE`, extracted from git; None outside a git checkout that has it."""
     target = tmp / 'baseline'
     target.mkdir()
-    archive = subprocess.run(['git', 'archive', BASELINE, 'harness', 'subagents', 'tools'], cwd=ROOT,
-                             capture_output=True, timeout=60)
+    archive = subprocess.run(
+        ['git', 'archive', BASELINE, 'harness', 'subagents', 'tools'], cwd=ROOT, capture_output=True, timeout=60
+    )
     if archive.returncode != 0:
         return None
     subprocess.run(['tar', '-x', '-C', str(target)], input=archive.stdout, check=True, timeout=60)
@@ -129,16 +144,19 @@ def run(*, quick: bool = False) -> str:
             imported[label] = heavy_imports(source, [a.format(run=run_id) for a in args], work, env)
             log(f'bench_cold: {label}: {results[label]}')
         rows = [
-            [label, fmt_time(results[label].get('now')), fmt_time(results[label].get('before')),
-             fmt_ratio(results[label].get('now'), results[label].get('before')),
-             ', '.join(imported[label]) or 'neither']
+            [
+                label,
+                fmt_time(results[label].get('now')),
+                fmt_time(results[label].get('before')),
+                fmt_ratio(results[label].get('now'), results[label].get('before')),
+                ', '.join(imported[label]) or 'neither',
+            ]
             for label, _ in COMMANDS
         ]
         return (
             f'### CLI cold start (`bench_cold.py`; a fresh process per command, median of {reps}; '
             f'before = commit {BASELINE})\n\n'
-            + table(['command', 'now', 'before', 'now / before', 'loads (now)'], rows,
-                    align='lrrrl')
+            + table(['command', 'now', 'before', 'now / before', 'loads (now)'], rows, align='lrrrl')
             + '\nGoal: `--help` and `runs` under 0.5 s.\n'
         )
     finally:

@@ -93,8 +93,13 @@ def direct_consumed(quick: bool) -> float:
     rules = (After('begin', same=('k',), when=lambda r: r['ok'], once=True),)
     access = Access()
     n = 20_000 if quick else 100_000
-    pairs = [(CallRecord(2 * i + 1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}),
-              CallRecord(2 * i + 2, 'step', {'k': 'a', 'i': i}, 3)) for i in range(n)]
+    pairs = [
+        (
+            CallRecord(2 * i + 1, 'begin', {'k': 'a'}, 1, status='ok', result={'ok': True}),
+            CallRecord(2 * i + 2, 'step', {'k': 'a', 'i': i}, 3),
+        )
+        for i in range(n)
+    ]
     t0 = time.perf_counter()
     for begun, step in pairs:
         ledger.add(begun)
@@ -123,14 +128,14 @@ def direct_check(quick: bool) -> float:
 def long_script() -> str:
     """200 lines of helpers as a model writes them: a shared helper called in loops and from other helpers,
     and per block a helper gathered over a comprehension (the analysis follows each call where it is made)."""
-    head = '''import asyncio
+    head = """import asyncio
 total = 0
 
 async def score(path: str, i: int) -> int:
     r = await step(k=path, i=i)
     return r if r > 0 else 0
-'''
-    block = '''
+"""
+    block = """
 async def review_{n}(path: str) -> int:
     try:
         r = await score(path, {n})
@@ -147,7 +152,7 @@ if x{n}["ok"]:
         total += v
 else:
     total -= 1
-'''
+"""
     text = head + ''.join(block.format(n=n) for n in range(12))
     lines = text.splitlines()
     assert len(lines) >= 200, len(lines)
@@ -185,10 +190,16 @@ def run(*, quick: bool = False) -> str:
         ['a host tool call, end to end (no rules)', fmt_us(call), '–'],
         ['rule check, timed directly (`refusal` on a 200-call ledger)', fmt_us(direct), fmt_ratio(direct, call)],
         ['rules on − rules off, end to end per call', fmt_us(med(diffs)), fmt_ratio(med(diffs), call)],
-        ['consumed guard (`once=True`), timed directly (check, consume, record)', fmt_us(consumed_direct),
-         fmt_ratio(consumed_direct, call)],
-        ['consumed guard on − rules off, end to end per guarded call', fmt_us(med(consumed)),
-         fmt_ratio(med(consumed), call)],
+        [
+            'consumed guard (`once=True`), timed directly (check, consume, record)',
+            fmt_us(consumed_direct),
+            fmt_ratio(consumed_direct, call),
+        ],
+        [
+            'consumed guard on − rules off, end to end per guarded call',
+            fmt_us(med(consumed)),
+            fmt_ratio(med(consumed), call),
+        ],
     ]
     static = [
         ['`Harness.analyze`', fmt_time(med(analyses)), fmt_ratio(med(analyses), med(checks))],

@@ -85,7 +85,9 @@ async def f(*, i: int) -> int:
 
 """
 CHILD_RUN = CHILD_PRELUDE + f'h.run_sync({SEQ.format(n=RESUME_CALLS)!r})\n'
-CHILD_RESUME = CHILD_PRELUDE + """\
+CHILD_RESUME = (
+    CHILD_PRELUDE
+    + """\
 T2 = time.perf_counter()
 r = h.resume_sync(sys.argv[2])
 T3 = time.perf_counter()
@@ -94,6 +96,7 @@ T4 = time.perf_counter()
 print(json.dumps({'imports': T1 - T0, 'build': T2 - T1, 'resume': T3 - T2, 'close': T4 - T3, 'value': r.value,
                   'status': r.status, 'live_calls': len(RAN), 'calls': len(r.calls)}), flush=True)
 """
+)
 
 
 def build(store: str | None) -> Any:
@@ -152,8 +155,10 @@ def reference_per_call() -> dict[str, Any]:
     if not path.exists():
         return {'missing': f'{path.relative_to(ROOT)} not found (run `python benchmarks/run.py` first)'}
     summaries = json.loads(path.read_text()).get('summaries', {})
-    out: dict[str, Any] = {'file': str(path.relative_to(ROOT)),
-                           'written': time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime))}
+    out: dict[str, Any] = {
+        'file': str(path.relative_to(ROOT)),
+        'written': time.strftime('%Y-%m-%d %H:%M', time.localtime(path.stat().st_mtime)),
+    }
     for side in ('reference', 'ours'):
         points = [(n, summaries.get(f'chain{n}', {}).get(side, {}).get('warm')) for n in (1, 10, 50)]
         points = [(n, t) for n, t in points if t is not None]
@@ -211,9 +216,13 @@ def snapshot_sizes(path: str, run_ids: list[str]) -> dict[str, Any]:
     per_run: dict[str, int] = {}
     for run_id, _ in rows:
         per_run[run_id] = per_run.get(run_id, 0) + 1
-    return {'median': med(sizes), 'max': max(sizes) if sizes else None, 'count': len(sizes),
-            'per_run': med(per_run.values()), 'total_per_run': med(
-                [sum(s for rid, s in rows if rid == run) for run in per_run])}
+    return {
+        'median': med(sizes),
+        'max': max(sizes) if sizes else None,
+        'count': len(sizes),
+        'per_run': med(per_run.values()),
+        'total_per_run': med([sum(s for rid, s in rows if rid == run) for run in per_run]),
+    }
 
 
 # -- 3. resume in a fresh process ------------------------------------------------------------------------
@@ -222,15 +231,23 @@ def snapshot_sizes(path: str, run_ids: list[str]) -> dict[str, Any]:
 def interrupted_run(workdir: Path) -> tuple[Path, str, int]:
     """A store file holding one run SIGKILLed after RESUME_KILL_AFTER finished calls; (path, run id, ok calls)."""
     path = workdir / 'interrupted.db'
-    proc = subprocess.Popen([sys.executable, '-c', CHILD_RUN, str(path)], cwd=ROOT, env=clean_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, '-c', CHILD_RUN, str(path)],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     done = 0
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(f'the run to interrupt ended by itself (exit {proc.returncode}): '
-                                   f'{(proc.stderr.read() if proc.stderr else "")[-500:]}')
+                raise RuntimeError(
+                    f'the run to interrupt ended by itself (exit {proc.returncode}): '
+                    f'{(proc.stderr.read() if proc.stderr else "")[-500:]}'
+                )
             if path.exists():
                 try:
                     with sqlite3.connect(f'file:{path}?mode=ro', uri=True, timeout=1) as conn:
@@ -257,8 +274,14 @@ def resume_once(source: Path, run_id: str, workdir: Path, k: int) -> dict[str, A
     copy = workdir / f'resume-{k}.db'
     shutil.copyfile(source, copy)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, '-c', CHILD_RESUME, str(copy), run_id], cwd=ROOT, env=clean_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, '-c', CHILD_RESUME, str(copy), run_id],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall = time.perf_counter() - start
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{')]
     if proc.returncode != 0 or not lines:
@@ -285,8 +308,9 @@ def replay_throughput(h: Any, calls: int, shape: str, runs: int, rounds: int) ->
         start = time.perf_counter()
         result = h.replay_sync(run_id)
         replays.append(time.perf_counter() - start)
-        assert len(result.calls) == calls and all(c.source == 'replayed' for c in result.calls), \
-            {c.source for c in result.calls}
+        assert len(result.calls) == calls and all(c.source == 'replayed' for c in result.calls), {
+            c.source for c in result.calls
+        }
     return {'original': originals, 'replay': replays, 'calls': calls}
 
 
@@ -332,8 +356,14 @@ def run(quick: bool = False) -> str:
     return report(samples, sizes, replays, resumes, done, rounds)
 
 
-def report(samples: dict[str, Any], sizes: dict[str, Any], replays: dict[str, Any], resumes: list[dict[str, Any]],
-           done: int, rounds: int) -> str:
+def report(
+    samples: dict[str, Any],
+    sizes: dict[str, Any],
+    replays: dict[str, Any],
+    resumes: list[dict[str, Any]],
+    done: int,
+    rounds: int,
+) -> str:
     ref = reference_per_call()
     wall, cpu = samples['wall'], samples['cpu']
     blocks = ['### Durability: journal + snapshots (`bench_durable.py`)']
@@ -349,26 +379,39 @@ def report(samples: dict[str, Any], sizes: dict[str, Any], replays: dict[str, An
     for shape, (label, _) in SHAPES.items():
         base = med(wall[('off', shape)])
         file_per_call = paired_per_call(wall, 'file', shape)
-        rows.append([
-            label.replace('N', str(N)),
-            *(fmt_time(med(wall[(v, shape)])) for v in VARIANTS),
-            fmt_us(paired_per_call(wall, 'memory', shape)),
-            fmt_us(file_per_call),
-            fmt_us(paired_per_call(cpu, 'file', shape)),
-            fmt_ratio(file_per_call, ref_slope) if ref_slope else 'no latest.json',
-            fmt_us(base / N if base else None),
-            f'{samples["transactions"][shape]} ({samples["transactions"][shape] / N:.1f} / call)',
-        ])
-    blocks.append(table(
-        ['workflow', 'store=None', "':memory:'", 'file (FULL)', 'durability / call: memory',
-         'durability / call: file', 'host CPU / call: file', 'file durability / ref call',
-         'whole call, store=None', 'file commits / run'],
-        rows,
-    ))
+        rows.append(
+            [
+                label.replace('N', str(N)),
+                *(fmt_time(med(wall[(v, shape)])) for v in VARIANTS),
+                fmt_us(paired_per_call(wall, 'memory', shape)),
+                fmt_us(file_per_call),
+                fmt_us(paired_per_call(cpu, 'file', shape)),
+                fmt_ratio(file_per_call, ref_slope) if ref_slope else 'no latest.json',
+                fmt_us(base / N if base else None),
+                f'{samples["transactions"][shape]} ({samples["transactions"][shape] / N:.1f} / call)',
+            ]
+        )
+    blocks.append(
+        table(
+            [
+                'workflow',
+                'store=None',
+                "':memory:'",
+                'file (FULL)',
+                'durability / call: memory',
+                'durability / call: file',
+                'host CPU / call: file',
+                'file durability / ref call',
+                'whole call, store=None',
+                'file commits / run',
+            ],
+            rows,
+        )
+    )
     commit = samples.get('raw_commit')
     seq_txn = samples['transactions']['seq']
     blocks.append(
-        f'Where the file store\'s time goes: a bare SQLite commit (WAL, `synchronous=FULL`, one 4.5 KB row) in '
+        f"Where the file store's time goes: a bare SQLite commit (WAL, `synchronous=FULL`, one 4.5 KB row) in "
         f'the same directory takes {fmt_time(commit)} (median of 50), and the {N}-await script commits {seq_txn} '
         f'times, so fsyncs alone account for about {fmt_us(commit * seq_txn / N if commit else None)} of each '
         f'sequential call; a gather pays per pause, not per call. *host CPU / call* includes the kernel time of '
@@ -381,12 +424,15 @@ def report(samples: dict[str, Any], sizes: dict[str, Any], replays: dict[str, An
         ours_pts = ', '.join(f'N={n}: {fmt_time(t)}' for n, t in ref.get('ours_points', []))
         bare = ref.get('reference_bare')
         engine = ref_slope - bare if bare is not None else None
-        engine_text = (f'about {fmt_us(engine)}' if engine is not None and engine > 0
-                       else 'not measurable from these rows (the slope is below the bare cost: noise)')
+        engine_text = (
+            f'about {fmt_us(engine)}'
+            if engine is not None and engine > 0
+            else 'not measurable from these rows (the slope is below the bare cost: noise)'
+        )
         blocks.append(
             f'Reference per call, from `{ref["file"]}` ({ref["written"]}): the least-squares slope of its warm '
             f'medians ({pts}) is **{fmt_us(ref_slope)} per sub-agent call**. That includes one pydantic-ai '
-            f'`Agent.run` of the instant sub-agent ({fmt_us(bare)} per call in its bare row), so its engine\'s '
+            f"`Agent.run` of the instant sub-agent ({fmt_us(bare)} per call in its bare row), so its engine's "
             f'own overhead per call is {engine_text}. *file durability / ref call* divides our file-store '
             f'durability cost per call by that whole per-call slope. (Our side in the same file, with tracing and '
             f'an in-memory store: slope {fmt_us(ref.get("ours"))} per call; {ours_pts}.) Three noisy medians make '
@@ -395,15 +441,27 @@ def report(samples: dict[str, Any], sizes: dict[str, Any], replays: dict[str, An
 
     blocks.append('Snapshots (file store; sizes of the sealed blobs as stored):')
     srows = []
-    for key, label in (('seq', f'{N} sequential awaits'), ('gather', f'gather of {N}'),
-                       ('strings', '1,000 strings (~60 chars each) live at each of 2 pauses')):
+    for key, label in (
+        ('seq', f'{N} sequential awaits'),
+        ('gather', f'gather of {N}'),
+        ('strings', '1,000 strings (~60 chars each) live at each of 2 pauses'),
+    ):
         z = sizes[key]
-        srows.append([label, fmt_int(z['per_run']), fmt_bytes(z['median']), fmt_bytes(z['max']),
-                      fmt_bytes(z['total_per_run']), fmt_int(z['count'])])
+        srows.append(
+            [
+                label,
+                fmt_int(z['per_run']),
+                fmt_bytes(z['median']),
+                fmt_bytes(z['max']),
+                fmt_bytes(z['total_per_run']),
+                fmt_int(z['count']),
+            ]
+        )
     blocks.append(table(['script', 'snapshots / run', 'median', 'max', 'total / run', 'snapshots measured'], srows))
 
-    imports, build_, resume, close, wall_ = (med(r[k] for r in resumes)
-                                             for k in ('imports', 'build', 'resume', 'close', 'wall'))
+    imports, build_, resume, close, wall_ = (
+        med(r[k] for r in resumes) for k in ('imports', 'build', 'resume', 'close', 'wall')
+    )
     live = resumes[0]['live_calls']
     floor = live * RESUME_SLEEP
     rest = wall_ - imports - build_ - resume - close if None not in (wall_, imports, build_, resume, close) else None
@@ -414,32 +472,68 @@ def report(samples: dict[str, Any], sizes: dict[str, Any], replays: dict[str, An
         f'executed {live} call(s) (the others were answered from the journal), so {fmt_time(floor)} of '
         f'`resume_sync` is the tool sleeping.'
     )
-    blocks.append(table(
-        ['phase', 'time', 'detail'],
-        [
-            ['end to end (spawn to exit)', fmt_time(wall_), spread([r['wall'] for r in resumes])],
-            ['· `from harness import Harness` in the child', fmt_time(imports), 'pydantic-ai, logfire, pydantic-monty'],
-            ['· build the Harness', fmt_time(build_), ''],
-            ['· `resume_sync`', fmt_time(resume),
-             f'{spread([r["resume"] for r in resumes])}; {live} tool call(s) × {RESUME_SLEEP} s = {fmt_time(floor)}'],
-            ['· · resume overhead (`resume_sync` − tool sleeps)', fmt_time(resume - floor if resume else None),
-             'open the store, verify and load the snapshot, start a sandbox worker, journal, finish'],
-            ['· `h.close()`', fmt_time(close), 'stop the sandbox worker, close the store'],
-            ['· interpreter start and exit', fmt_time(rest), 'end to end − the phases above'],
-        ],
-        'lrl',
-    ))
+    blocks.append(
+        table(
+            ['phase', 'time', 'detail'],
+            [
+                ['end to end (spawn to exit)', fmt_time(wall_), spread([r['wall'] for r in resumes])],
+                [
+                    '· `from harness import Harness` in the child',
+                    fmt_time(imports),
+                    'pydantic-ai, logfire, pydantic-monty',
+                ],
+                ['· build the Harness', fmt_time(build_), ''],
+                [
+                    '· `resume_sync`',
+                    fmt_time(resume),
+                    f'{spread([r["resume"] for r in resumes])}; '
+                    f'{live} tool call(s) × {RESUME_SLEEP} s = {fmt_time(floor)}',
+                ],
+                [
+                    '· · resume overhead (`resume_sync` − tool sleeps)',
+                    fmt_time(resume - floor if resume else None),
+                    'open the store, verify and load the snapshot, start a sandbox worker, journal, finish',
+                ],
+                ['· `h.close()`', fmt_time(close), 'stop the sandbox worker, close the store'],
+                ['· interpreter start and exit', fmt_time(rest), 'end to end − the phases above'],
+            ],
+            'lrl',
+        )
+    )
 
-    blocks.append('Replay of a stored 1,000-call run (file store; `replay_sync` answers every call from the '
-                  'journal: no callee runs, nothing is written):')
+    blocks.append(
+        'Replay of a stored 1,000-call run (file store; `replay_sync` answers every call from the '
+        'journal: no callee runs, nothing is written):'
+    )
     rrows = []
     for shape, r in replays.items():
         orig, rep = med(r['original']), med(r['replay'])
         label = 'gather of 1,000' if shape == 'gather' else '1,000 sequential awaits'
-        rrows.append([label, fmt_time(orig), f'{r["calls"] / orig:,.0f}', fmt_time(rep), f'{r["calls"] / rep:,.0f}',
-                      fmt_ratio(orig, rep), f'{len(r["original"])} + {len(r["replay"])}'])
-    blocks.append(table(['stored run', 'original run', 'calls/s', 'replay', 'calls/s', 'original / replay',
-                         'samples (runs + replays)'], rrows))
+        rrows.append(
+            [
+                label,
+                fmt_time(orig),
+                f'{r["calls"] / orig:,.0f}',
+                fmt_time(rep),
+                f'{r["calls"] / rep:,.0f}',
+                fmt_ratio(orig, rep),
+                f'{len(r["original"])} + {len(r["replay"])}',
+            ]
+        )
+    blocks.append(
+        table(
+            [
+                'stored run',
+                'original run',
+                'calls/s',
+                'replay',
+                'calls/s',
+                'original / replay',
+                'samples (runs + replays)',
+            ],
+            rrows,
+        )
+    )
     return '\n'.join(block.rstrip('\n') + '\n' for block in blocks)
 
 

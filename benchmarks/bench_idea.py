@@ -106,8 +106,10 @@ def response_chars(response: Any) -> int:
 
 def fixed_chars(info: Any) -> int:
     """Instructions and tool definitions: sent with every request."""
-    tools = [{'name': t.name, 'description': t.description, 'parameters': t.parameters_json_schema}
-             for t in [*info.function_tools, *info.output_tools]]
+    tools = [
+        {'name': t.name, 'description': t.description, 'parameters': t.parameters_json_schema}
+        for t in [*info.function_tools, *info.output_tools]
+    ]
     return len(info.instructions or '') + len(json.dumps(tools))
 
 
@@ -241,9 +243,13 @@ def conventional_plan(messages: list[Any], info: Any) -> Any:
     if not summaries:
         digest = '\n'.join(f'{r["path"]}: {r["summary"]}' for r in plain)
         return call('summarizer', task='Summarise this code review of . for the developer:\n' + digest)
-    value = {'files': len(files), 'needs_work': [r['path'] for r in plain if r['verdict'] == 'needs_work'],
-             'findings': [{'path': p, 'line': n, 'severity': s, 'message': m} for s, p, n, m in findings],
-             'failed': [], 'summary': summaries[0]}
+    value = {
+        'files': len(files),
+        'needs_work': [r['path'] for r in plain if r['verdict'] == 'needs_work'],
+        'findings': [{'path': p, 'line': n, 'severity': s, 'message': m} for s, p, n, m in findings],
+        'failed': [],
+        'summary': summaries[0],
+    }
     return ModelResponse(parts=[TextPart(answer(value))])
 
 
@@ -289,8 +295,12 @@ def conventional_side(root: Path, latency: float) -> Callable[[int], Any]:
 
     async def run_once(iteration: int) -> tuple[str, Ledger, float]:
         ledger = Ledger()
-        agent = Agent(FunctionModel(recording(conventional_plan, ledger, latency), model_name='turn-by-turn'),
-                      instructions=CONVENTIONAL_INSTRUCTIONS, tools=tools, name='orchestrator')
+        agent = Agent(
+            FunctionModel(recording(conventional_plan, ledger, latency), model_name='turn-by-turn'),
+            instructions=CONVENTIONAL_INSTRUCTIONS,
+            tools=tools,
+            name='orchestrator',
+        )
         start = time.perf_counter()
         result = await agent.run(PROMPT)
         ledger.reported = result.usage.input_tokens
@@ -319,8 +329,10 @@ async def measure(root: Path, latency: float, iterations: int) -> dict[str, Any]
             out[side]['ledgers'].append(ledger)
             outputs[side] = text
         if outputs['workflow'] != outputs['conventional']:
-            raise AssertionError('the two sides answered differently:\n'
-                                 f'{outputs["workflow"][:600]}\n---\n{outputs["conventional"][:600]}')
+            raise AssertionError(
+                'the two sides answered differently:\n'
+                f'{outputs["workflow"][:600]}\n---\n{outputs["conventional"][:600]}'
+            )
         for i in range(iterations):
             order = SIDES if i % 2 == 0 else tuple(reversed(SIDES))
             for side in order:
@@ -362,12 +374,24 @@ def report(files: list[str], instant: dict[str, Any], slow: dict[str, Any]) -> s
         row('· of which instructions + tool definitions (≈)', sum(w.fixed), sum(c.fixed), tokens),
         row('largest single request (≈ tokens)', max(w.inputs), max(c.inputs), tokens),
         row('output tokens written by the orchestrator (≈)', sum(w.outputs), sum(c.outputs), tokens),
-        row('wall, instant models (warm median)', med(instant['workflow']['walls']),
-            med(instant['conventional']['walls']), fmt_time),
-        row('wall, instant models, first run in the process', instant['workflow']['cold'],
-            instant['conventional']['cold'], fmt_time),
-        row(f'wall, every model request takes {LATENCY} s (median)', med(slow['workflow']['walls']),
-            med(slow['conventional']['walls']), fmt_time),
+        row(
+            'wall, instant models (warm median)',
+            med(instant['workflow']['walls']),
+            med(instant['conventional']['walls']),
+            fmt_time,
+        ),
+        row(
+            'wall, instant models, first run in the process',
+            instant['workflow']['cold'],
+            instant['conventional']['cold'],
+            fmt_time,
+        ),
+        row(
+            f'wall, every model request takes {LATENCY} s (median)',
+            med(slow['workflow']['walls']),
+            med(slow['conventional']['walls']),
+            fmt_time,
+        ),
     ]
     blocks = [
         '### The idea: one `run_workflow` script vs. one tool call per turn (`bench_idea.py`)',
@@ -375,22 +399,22 @@ def report(files: list[str], instant: dict[str, Any], slow: dict[str, Any]) -> s
         f'twice, as a_*.py and b_*.py): list them, read each, review each with `reviewer`, summarise with '
         f'`summarizer`, answer. Same offline sub-agents, same workspace, same tool descriptions, same '
         f'final answer (checked: "{instant["answer_first_line"]}"). *run_workflow*: `h.orchestrator(...)` on '
-        f'`Harness(store=\':memory:\', tracing=False)`, whose model (the offline demo planner) writes one script '
+        f"`Harness(store=':memory:', tracing=False)`, whose model (the offline demo planner) writes one script "
         f'that reads and reviews all files in gathers; a new script text each iteration, so it is type-checked '
         f'every time. *one call per turn*: a plain pydantic-ai `Agent` with the four as function tools, whose model '
         f'makes one tool call per turn. Tokens are characters / {CHARS_PER_TOKEN} of what each orchestrator request '
-        f'carries (history text + instructions + tool definitions), recorded by the `FunctionModel`; sub-agents\' '
+        f"carries (history text + instructions + tool definitions), recorded by the `FunctionModel`; sub-agents' "
         f'own tokens are not counted on either side (they are the same 11 sub-agent runs).',
         table(['per orchestrator run', 'run_workflow', 'one call per turn', 'run_workflow / per turn'], rows),
         f'Wall samples: instant run_workflow {spread(instant["workflow"]["walls"])}, per turn '
         f'{spread(instant["conventional"]["walls"])}; with {LATENCY} s per request run_workflow '
         f'{spread(slow["workflow"]["walls"])}, per turn {spread(slow["conventional"]["walls"])}. '
-        f'Per request, the run_workflow orchestrator\'s inputs were '
-        f'{", ".join(tokens(x) for x in w.inputs)} tokens; the per-turn agent\'s grew from {tokens(c.inputs[0])} to '
+        f"Per request, the run_workflow orchestrator's inputs were "
+        f"{', '.join(tokens(x) for x in w.inputs)} tokens; the per-turn agent's grew from {tokens(c.inputs[0])} to "
         f'{tokens(c.inputs[-1])}. For comparison, `result.usage().input_tokens` of the orchestrator runs (the '
-        f'`FunctionModel`\'s word-count estimate of the history only, no instructions or tool definitions): '
-        f'run_workflow {w.reported:,}, which includes the 11 sub-agent runs\' tokens (the harness adds them to the '
-        f'orchestrator\'s usage), per turn {c.reported:,}, the orchestrator alone.',
+        f"`FunctionModel`'s word-count estimate of the history only, no instructions or tool definitions): "
+        f"run_workflow {w.reported:,}, which includes the 11 sub-agent runs' tokens (the harness adds them to the "
+        f"orchestrator's usage), per turn {c.reported:,}, the orchestrator alone.",
     ]
     return '\n'.join(block.rstrip('\n') + '\n' for block in blocks)
 

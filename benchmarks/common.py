@@ -45,24 +45,94 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
-        Scenario('bare50', 'baseline: 50 sub-agent runs, no workflow', 'bare', 50, iterations=4,
-                 quick_iterations=3, rounds=2, quick_rounds=1),
-        Scenario('chain1', 'one run_workflow, 1 call', 'chain', 1, iterations=10, quick_iterations=5,
-                 rounds=2, quick_rounds=2),
-        Scenario('chain10', 'one run_workflow, 10 calls in sequence', 'chain', 10, iterations=6,
-                 quick_iterations=4, rounds=2, quick_rounds=1),
-        Scenario('chain50', 'one run_workflow, 50 calls in sequence', 'chain', 50, iterations=4,
-                 quick_iterations=3, rounds=2, quick_rounds=1),
-        Scenario('gather500', 'one run_workflow, gather of 500 calls', 'gather', 500, iterations=1,
-                 quick_iterations=0, rounds=1, quick_rounds=1),
-        Scenario('gather10k', 'one run_workflow, gather of 10,000 calls', 'gather', 10_000, iterations=0,
-                 quick_iterations=0, rounds=1, quick_rounds=1, deadline=120, quick_deadline=60),
-        Scenario('wait32same', '32 workflows at once, each waits 0.2 s (identical scripts)', 'concurrent', 1,
-                 workflows=32, delay=0.2, distinct=False, iterations=4, quick_iterations=2, rounds=1,
-                 quick_rounds=1),
-        Scenario('wait32distinct', '32 workflows at once, each waits 0.2 s (distinct scripts)', 'concurrent',
-                 1, workflows=32, delay=0.2, distinct=True, iterations=4, quick_iterations=2, rounds=1,
-                 quick_rounds=1),
+        Scenario(
+            'bare50',
+            'baseline: 50 sub-agent runs, no workflow',
+            'bare',
+            50,
+            iterations=4,
+            quick_iterations=3,
+            rounds=2,
+            quick_rounds=1,
+        ),
+        Scenario(
+            'chain1',
+            'one run_workflow, 1 call',
+            'chain',
+            1,
+            iterations=10,
+            quick_iterations=5,
+            rounds=2,
+            quick_rounds=2,
+        ),
+        Scenario(
+            'chain10',
+            'one run_workflow, 10 calls in sequence',
+            'chain',
+            10,
+            iterations=6,
+            quick_iterations=4,
+            rounds=2,
+            quick_rounds=1,
+        ),
+        Scenario(
+            'chain50',
+            'one run_workflow, 50 calls in sequence',
+            'chain',
+            50,
+            iterations=4,
+            quick_iterations=3,
+            rounds=2,
+            quick_rounds=1,
+        ),
+        Scenario(
+            'gather500',
+            'one run_workflow, gather of 500 calls',
+            'gather',
+            500,
+            iterations=1,
+            quick_iterations=0,
+            rounds=1,
+            quick_rounds=1,
+        ),
+        Scenario(
+            'gather10k',
+            'one run_workflow, gather of 10,000 calls',
+            'gather',
+            10_000,
+            iterations=0,
+            quick_iterations=0,
+            rounds=1,
+            quick_rounds=1,
+            deadline=120,
+            quick_deadline=60,
+        ),
+        Scenario(
+            'wait32same',
+            '32 workflows at once, each waits 0.2 s (identical scripts)',
+            'concurrent',
+            1,
+            workflows=32,
+            delay=0.2,
+            distinct=False,
+            iterations=4,
+            quick_iterations=2,
+            rounds=1,
+            quick_rounds=1,
+        ),
+        Scenario(
+            'wait32distinct',
+            '32 workflows at once, each waits 0.2 s (distinct scripts)',
+            'concurrent',
+            1,
+            workflows=32,
+            delay=0.2,
+            distinct=True,
+            iterations=4,
+            quick_iterations=2,
+            rounds=1,
+            quick_rounds=1,
+        ),
     ]
 }
 
@@ -130,8 +200,9 @@ def make_sub_agents(delay: float) -> list[Any]:
         return ModelResponse(parts=[TextPart('done')])
 
     worker = Agent(FunctionModel(answer), name='worker', description='Does one small task.', output_type=str)
-    slow = Agent(FunctionModel(answer_later), name='slow', description='Does a task that takes a while.',
-                 output_type=str)
+    slow = Agent(
+        FunctionModel(answer_later), name='slow', description='Does a task that takes a while.', output_type=str
+    )
     return [worker, slow]
 
 
@@ -188,7 +259,7 @@ def unlimited_usage() -> Any:
 def check_output(text: str, scenario: Scenario) -> str | None:
     """None when the workflow's value is right; else the failure, as text."""
     if text.startswith(FAILED):
-        return text[len(FAILED):]
+        return text[len(FAILED) :]
     try:
         value = json.loads(text)
     except ValueError:
@@ -397,13 +468,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('scenario', choices=sorted(SCENARIOS))
     parser.add_argument('--iterations', type=int, default=None, help="warm iterations (default: scenario's)")
     parser.add_argument('--quick', action='store_true')
-    parser.add_argument('--deadline', type=float, default=None,
-                        help="seconds before a running iteration is stopped (default: scenario's; 0: none)")
+    parser.add_argument(
+        '--deadline',
+        type=float,
+        default=None,
+        help="seconds before a running iteration is stopped (default: scenario's; 0: none)",
+    )
     return parser.parse_args()
 
 
-def main(side: str, setup: Callable[[Scenario], Awaitable[tuple[str, RunOne, Callable[[], Awaitable[None]]]]],
-         started: float) -> None:
+def main(
+    side: str, setup: Callable[[Scenario], Awaitable[tuple[str, RunOne, Callable[[], Awaitable[None]]]]], started: float
+) -> None:
     """Entry point of one side's subprocess: set up, measure, print one JSON line."""
     args = parse_args()
     scenario = SCENARIOS[args.scenario]
@@ -416,7 +492,8 @@ def main(side: str, setup: Callable[[Scenario], Awaitable[tuple[str, RunOne, Cal
 
     async def go() -> Result:
         mode, run_one, close = await setup(scenario)
-        return await measure(side, scenario, mode, run_one, close, iterations, time.perf_counter() - started,
-                             deadline or None)
+        return await measure(
+            side, scenario, mode, run_one, close, iterations, time.perf_counter() - started, deadline or None
+        )
 
     report(asyncio.run(go()))

@@ -97,8 +97,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str | Non
 
 def machine_line() -> str:
     load = ' / '.join(f'{x:.1f}' for x in os.getloadavg())
-    return (f'{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, '
-            f'Python {platform.python_version()}, load average {load}')
+    return (
+        f'{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, '
+        f'Python {platform.python_version()}, load average {load}'
+    )
 
 
 def log(message: str) -> None:
@@ -111,8 +113,12 @@ def log(message: str) -> None:
 def clean_env() -> dict[str, str]:
     """The environment for benchmark subprocesses: the project importable, nothing sent anywhere."""
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT), str(HERE)]), 'PYTHONUNBUFFERED': '1'}
-    for key in ('LOGFIRE_TOKEN', 'HARNESS_TRACING', 'OTEL_EXPORTER_OTLP_ENDPOINT',
-                'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'):
+    for key in (
+        'LOGFIRE_TOKEN',
+        'HARNESS_TRACING',
+        'OTEL_EXPORTER_OTLP_ENDPOINT',
+        'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    ):
         env.pop(key, None)
     return env
 
@@ -129,8 +135,13 @@ class LineWorker:
 
         self.name = name
         self.proc = subprocess.Popen(
-            [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, cwd=cwd, env=clean_env(),
+            [sys.executable, *argv],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env=clean_env(),
         )
 
     def ask(self, command: str | None = None) -> dict[str, Any]:
@@ -143,7 +154,7 @@ class LineWorker:
             self.proc.stdin.flush()
         for line in self.proc.stdout:
             if line.startswith(MARK):
-                out = json.loads(line[len(MARK):])
+                out = json.loads(line[len(MARK) :])
                 if not out.get('ok', True):
                     raise RuntimeError(f'{self.name}: wrong value for {command}')
                 return out
@@ -203,8 +214,10 @@ def main() -> int:
             failed.append(name)
             sections.append(f'### bench_{name}\n\nFAILED: {type(exc).__name__}: {exc}\n')
         log(f'extra: {name} took {time.perf_counter() - t0:.0f} s')
-    header = (f'## Extra benchmarks: durability, tracing, and the idea\n\n{machine_line()}'
-              f'{" (--quick)" if args.quick else ""}; total {time.perf_counter() - started:.0f} s.\n\n')
+    header = (
+        f'## Extra benchmarks: durability, tracing, and the idea\n\n{machine_line()}'
+        f'{" (--quick)" if args.quick else ""}; total {time.perf_counter() - started:.0f} s.\n\n'
+    )
     text = header + '\n'.join(sections)
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)

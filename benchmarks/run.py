@@ -44,12 +44,17 @@ def reference_python() -> Path:
     probe = 'import pydantic_ai_harness.dynamic_workflow, pydantic_monty'
     if python.exists() and subprocess.run([python, '-c', probe], capture_output=True).returncode == 0:
         return python
-    print(f'Creating the reference environment in {REFERENCE_VENV.relative_to(ROOT)} '
-          f'({", ".join(REFERENCE_PACKAGES)}) ...', file=sys.stderr, flush=True)
+    print(
+        f'Creating the reference environment in {REFERENCE_VENV.relative_to(ROOT)} '
+        f'({", ".join(REFERENCE_PACKAGES)}) ...',
+        file=sys.stderr,
+        flush=True,
+    )
     subprocess.run([sys.executable, '-m', 'venv', '--clear', REFERENCE_VENV], check=True)
     pip = subprocess.run(
         [python, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', *REFERENCE_PACKAGES],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     if pip.returncode != 0:
         sys.stderr.write(pip.stdout + pip.stderr)
@@ -69,8 +74,9 @@ def run_side(side: str, python: Path | str, scenario: Scenario, args: argparse.N
         cmd += ['--mode', args.ours_mode, '--store', args.ours_store]
     if args.deadline is not None:
         cmd += ['--deadline', str(args.deadline)]
-    deadline = args.deadline if args.deadline is not None else \
-        scenario.quick_deadline if args.quick else scenario.deadline
+    deadline = (
+        args.deadline if args.deadline is not None else scenario.quick_deadline if args.quick else scenario.deadline
+    )
     timeout = max(args.timeout, (deadline or 0) + 180)  # a backstop: the deadline stops a run inside
     env = {**os.environ, 'PYTHONPATH': str(HERE), 'PYTHONDONTWRITEBYTECODE': '1'}
     env.pop('LOGFIRE_TOKEN', None)  # nothing leaves the machine while measuring
@@ -192,8 +198,7 @@ def time_cell(summary: dict[str, Any], column: str) -> str:
 
 def table(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -> str:
     rows = [
-        '| scenario | ours warm | ref warm | ours/ref | ours cold | ref cold | ours/ref '
-        '| ours MB | ref MB |',
+        '| scenario | ours warm | ref warm | ours/ref | ours cold | ref cold | ours/ref | ours MB | ref MB |',
         '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ]
     for name in order:
@@ -219,8 +224,11 @@ def details(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -
     for name in order:
         for side in ('ours', 'reference'):
             s = summaries[name][side]
-            spread = f'{s["warm_n"]} ({fmt_time(s["warm_spread"][0])}–{fmt_time(s["warm_spread"][1])})' \
-                if s['warm_spread'] else '0'
+            spread = (
+                f'{s["warm_n"]} ({fmt_time(s["warm_spread"][0])}–{fmt_time(s["warm_spread"][1])})'
+                if s['warm_spread']
+                else '0'
+            )
             workers = f'{s["peak_workers"] or 0} × {fmt_mb(s["worker_peak_mb"])}'
             rows.append(
                 f'| {name} | {side} | {s["mode"] or "–"} | {spread} | {s["cold_n"]} '
@@ -262,34 +270,69 @@ goes first.
 
 
 def notes(summaries: dict[str, dict[str, dict[str, Any]]], order: list[str]) -> str:
-    setup = {side: med([summaries[n][side]['setup'] for n in order if summaries[n][side]['setup']])
-             for side in ('ours', 'reference')}
-    return (f'Imports and setup in a fresh process, before the first iteration (median of all subprocesses): '
-            f'ours {fmt_time(setup["ours"])}, reference {fmt_time(setup["reference"])}.\n')
+    setup = {
+        side: med([summaries[n][side]['setup'] for n in order if summaries[n][side]['setup']])
+        for side in ('ours', 'reference')
+    }
+    return (
+        f'Imports and setup in a fresh process, before the first iteration (median of all subprocesses): '
+        f'ours {fmt_time(setup["ours"])}, reference {fmt_time(setup["reference"])}.\n'
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--quick', action='store_true', help='fewer rounds and iterations; gather10k stops at 60 s')
-    parser.add_argument('--rounds', type=int, default=None,
-                        help="subprocess pairs per scenario (default: the scenario's, 1-2)")
-    parser.add_argument('--iterations', type=int, default=None,
-                        help='warm iterations per subprocess (override)')
-    parser.add_argument('--only', nargs='+', choices=sorted(SCENARIOS), metavar='SCENARIO',
-                        help=f'run only these scenarios ({", ".join(SCENARIOS)})')
-    parser.add_argument('--skip', nargs='+', choices=sorted(SCENARIOS), default=[], metavar='SCENARIO',
-                        help='leave these scenarios out (gather10k is most of the run time)')
-    parser.add_argument('--timeout', type=float, default=SUBPROCESS_TIMEOUT,
-                        help='seconds one side may take on one scenario before it counts as a crash')
-    parser.add_argument('--deadline', type=float, default=None,
-                        help='seconds a side may spend measuring one scenario before its running iteration is '
-                        'stopped and reported as such (default: gather10k 120, --quick 60; 0: none)')
-    parser.add_argument('--ours-mode', choices=['auto', 'orchestrator', 'run'], default='auto',
-                        help='auto: the orchestrator agent if Harness.orchestrator exists, else Harness.run')
-    parser.add_argument('--ours-tracing', choices=['default', 'off'], default='default',
-                        help='off: our side runs with HARNESS_TRACING=off (no spans recorded)')
-    parser.add_argument('--ours-store', choices=['file', 'memory'], default='file',
-                        help='file: our side journals to a store file, fsynced (the default configuration)')
+    parser.add_argument(
+        '--rounds', type=int, default=None, help="subprocess pairs per scenario (default: the scenario's, 1-2)"
+    )
+    parser.add_argument('--iterations', type=int, default=None, help='warm iterations per subprocess (override)')
+    parser.add_argument(
+        '--only',
+        nargs='+',
+        choices=sorted(SCENARIOS),
+        metavar='SCENARIO',
+        help=f'run only these scenarios ({", ".join(SCENARIOS)})',
+    )
+    parser.add_argument(
+        '--skip',
+        nargs='+',
+        choices=sorted(SCENARIOS),
+        default=[],
+        metavar='SCENARIO',
+        help='leave these scenarios out (gather10k is most of the run time)',
+    )
+    parser.add_argument(
+        '--timeout',
+        type=float,
+        default=SUBPROCESS_TIMEOUT,
+        help='seconds one side may take on one scenario before it counts as a crash',
+    )
+    parser.add_argument(
+        '--deadline',
+        type=float,
+        default=None,
+        help='seconds a side may spend measuring one scenario before its running iteration is '
+        'stopped and reported as such (default: gather10k 120, --quick 60; 0: none)',
+    )
+    parser.add_argument(
+        '--ours-mode',
+        choices=['auto', 'orchestrator', 'run'],
+        default='auto',
+        help='auto: the orchestrator agent if Harness.orchestrator exists, else Harness.run',
+    )
+    parser.add_argument(
+        '--ours-tracing',
+        choices=['default', 'off'],
+        default='default',
+        help='off: our side runs with HARNESS_TRACING=off (no spans recorded)',
+    )
+    parser.add_argument(
+        '--ours-store',
+        choices=['file', 'memory'],
+        default='file',
+        help='file: our side journals to a store file, fsynced (the default configuration)',
+    )
     parser.add_argument('--output', type=Path, default=RESULTS / 'latest.md')
     args = parser.parse_args()
     order = [name for name in SCENARIOS if (not args.only or name in args.only) and name not in args.skip]
@@ -312,9 +355,12 @@ def main() -> int:
                 raw[name][side].append(result)
                 status = result.get('crash') or result.get('failure') or 'ok'
                 took = result.get('process_wall')
-                print(f'  {name:<15} round {r + 1}/{rounds} {side:<9} '
-                      f'{f"{took:6.1f} s" if took else "       "}  {" ".join(str(status).split())[:90]}',
-                      file=sys.stderr, flush=True)
+                print(
+                    f'  {name:<15} round {r + 1}/{rounds} {side:<9} '
+                    f'{f"{took:6.1f} s" if took else "       "}  {" ".join(str(status).split())[:90]}',
+                    file=sys.stderr,
+                    flush=True,
+                )
     elapsed = time.perf_counter() - started
 
     summaries = {name: {side: summarise(raw[name][side]) for side in raw[name]} for name in order}
@@ -330,8 +376,16 @@ def main() -> int:
         f'{", HARNESS_TRACING=off" if args.ours_tracing == "off" else ""}; ours store: {args.ours_store}; '
         f'total {elapsed:.0f} s.\n\n'
     )
-    text = (header + table(summaries, order) + '\n' + LEGEND + '\n### Details\n\n' + details(summaries, order)
-            + '\n' + notes(summaries, order))
+    text = (
+        header
+        + table(summaries, order)
+        + '\n'
+        + LEGEND
+        + '\n### Details\n\n'
+        + details(summaries, order)
+        + '\n'
+        + notes(summaries, order)
+    )
     print(text)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)

@@ -31,7 +31,7 @@ PROMPT = (
 
 # The centrepiece: the script the orchestrator's model sends to `run_workflow`, type-checked against
 # the catalog and run in the Monty sandbox. `REQUEST` is pasted in as a string literal.
-WORKFLOW = f'''\
+WORKFLOW = f"""\
 import asyncio
 
 request = {json.dumps(REQUEST)}
@@ -48,7 +48,7 @@ feedback = "; ".join(scores[best]["reasons"]) or "polish it"
 final = await editor(draft=drafts[best], feedback=feedback)
 
 {{"scores": {{tone: s["score"] for tone, s in zip(tones, scores)}}, "winner": tones[best], "answer": final}}
-'''
+"""
 
 
 def report(value: Any) -> str:

@@ -54,8 +54,10 @@ def run_example(
     console = Console(highlight=False, soft_wrap=True)
     choice = choose_model()
     if choice.demo:
-        console.print('[yellow]Offline demo: no model configured, so a scripted planner sends WORKFLOW '
-                      'to the real engine (set HARNESS_MODEL to use a real model).[/yellow]')
+        console.print(
+            '[yellow]Offline demo: no model configured, so a scripted planner sends WORKFLOW '
+            'to the real engine (set HARNESS_MODEL to use a real model).[/yellow]'
+        )
     else:
         console.print(f'[dim]model: {choice.label}[/dim]')
 

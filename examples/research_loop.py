@@ -72,7 +72,7 @@ PROMPT = (
 
 # The centrepiece: the script the orchestrator's model sends to `run_workflow`, type-checked against
 # the catalog and run in the Monty sandbox. A failed call raises RuntimeError in the script.
-WORKFLOW = '''\
+WORKFLOW = """\
 import asyncio
 
 questions = [
@@ -100,7 +100,7 @@ unanswered = [q for q, notes in zip(questions, found) if notes is None]
 
 summary = await summarizer(task="Summarise these research notes on durable runs:\\n" + "\\n".join(findings))
 {"answered": len(findings), "unanswered": unanswered, "summary": summary}
-'''
+"""
 
 
 def report(value: Any) -> str:
@@ -125,11 +125,7 @@ def register(h: Harness, model: Any) -> None:
 
 def main() -> None:
     run_example(
-        description='A research loop with retries.',
-        prompt=PROMPT,
-        workflow=WORKFLOW,
-        report=report,
-        register=register,
+        description='A research loop with retries.', prompt=PROMPT, workflow=WORKFLOW, report=report, register=register
     )
 
 

@@ -29,7 +29,7 @@ PROMPT = (
 # The centrepiece: the script the orchestrator's model sends to `run_workflow`. It is type-checked
 # against the catalog (`h.stubs()`), then runs in the Monty sandbox; every `await` is a call the
 # harness dispatches, journals and shows live.
-WORKFLOW = '''\
+WORKFLOW = """\
 import asyncio
 
 files = await list_files(pattern="sample_project/**/*.py")
@@ -59,7 +59,7 @@ digest = "\\n".join(review["path"] + ": " + review["summary"] for review in revi
 summary = await summarizer(task="Summarise this code review for the team:\\n" + digest)
 {"files": len(files), "reviewed": len(reviews), "failed": failed, "counts": counts,
  "worst_file": worst, "errors": errors, "summary": summary}
-'''
+"""
 
 
 def report(value: Any) -> str:

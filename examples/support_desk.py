@@ -127,7 +127,7 @@ PROMPT = (
 
 # The centrepiece: the script the orchestrator's model sends to `run_workflow`, type-checked against
 # the catalog and run in the Monty sandbox.
-WORKFLOW = '''\
+WORKFLOW = """\
 import asyncio
 
 
@@ -144,7 +144,7 @@ async def resolve(ticket: Ticket) -> dict:
 tickets = await open_tickets()
 outcomes = await asyncio.gather(*[resolve(t) for t in tickets])
 {"tickets": outcomes, "total_refunded": sum(o["refunded"] for o in outcomes)}
-'''
+"""
 
 
 # A script that skips the check: `check` flags it before it runs, and the harness refuses the refund.

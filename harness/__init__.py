@@ -41,7 +41,8 @@ if TYPE_CHECKING:
         MaxWallTime,
         MentionsExpected,
     )
-    from ._evals._run import EvalError, EvalOptions, EvalResult
+    from ._evals._results import EvalResult
+    from ._evals._run import EvalError, EvalOptions
     from ._records import CallEvent, CallRecord, Pending, RunRow, WorkflowResult
 
 # The public names load on first use (PEP 562): `harness`'s command line imports this package for every
@@ -61,7 +62,7 @@ _WHERE = {
     'Estimate': '._check._estimate',
     'EvalError': '._evals._run',
     'EvalOptions': '._evals._run',
-    'EvalResult': '._evals._run',
+    'EvalResult': '._evals._results',
     'HARNESS_EVALUATORS': '._evals._evaluators',
     'Harness': '._engine',
     'MaxBudgetUsed': '._evals._evaluators',

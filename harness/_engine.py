@@ -20,13 +20,10 @@ from pydantic_ai.usage import UsageLimits
 from ._agent._orchestrator import Orchestration
 from ._catalog._callees import WrongReturn
 from ._catalog._manifest import Admission, admit, changes
-from ._catalog._registry import Registry
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
-from ._check._analysis import Analysis, analyze
-from ._check._audit import unguarded_reach
-from ._check._checker import MAX_CHECKERS, Checker, CheckReport
-from ._check._estimate import Estimating
+from ._check._checker import MAX_CHECKERS, Checker
+from ._check._review import Review, script_text
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
@@ -34,17 +31,7 @@ from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
 from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
-from ._records import (
-    CallRecord,
-    Decision,
-    EventHandler,
-    Owner,
-    RunRow,
-    WorkflowResult,
-    new_run_id,
-    one_execution,
-    this_process,
-)
+from ._records import CallRecord, Decision, EventHandler, Owner, RunRow, WorkflowResult, new_run_id, this_process
 from ._run import execute
 from ._sandbox._grants import HostGrants
 from ._sandbox._pool import SandboxLimits, SandboxPool, default_workers
@@ -61,7 +48,8 @@ from ._settings import (
 )
 from ._store import RunStore
 from ._store._approvals import Approvals
-from ._store._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_run, require_store, take
+from ._store._durable import Plan, check_replay, plan_replay, plan_resume, require_run, require_store, take
+from ._store._durable_runs import DurableRuns
 from ._store._journal import Journal
 from ._tracing._setup import configure_tracing
 
@@ -78,7 +66,7 @@ else:
     _SettingsAttributes = object
 
 
-class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttributes):
+class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes):
     """A catalog of sub-agents and tools, and the engine that runs scripts against it.
 
     Args:
@@ -153,15 +141,30 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         task_queues: Mapping[str, str] | None = None,
     ) -> None:
         self._settings = Settings(
-            store_path=store, max_agent_calls=max_agent_calls, max_tool_calls=max_tool_calls,
-            max_concurrency=max_concurrency, call_caps=frozen(call_caps), call_concurrency=frozen(call_concurrency),
-            max_repeats=max_repeats, strict=strict, allow_unguarded=names(allow_unguarded, option='allow_unguarded'),
+            store_path=store,
+            max_agent_calls=max_agent_calls,
+            max_tool_calls=max_tool_calls,
+            max_concurrency=max_concurrency,
+            call_caps=frozen(call_caps),
+            call_concurrency=frozen(call_concurrency),
+            max_repeats=max_repeats,
+            strict=strict,
+            allow_unguarded=names(allow_unguarded, option='allow_unguarded'),
             limits=SandboxLimits.from_mapping(limits),
-            max_workers=max_workers, type_check=type_check,
-            sub_agent_usage_limits=copy.copy(sub_agent_usage_limits), inherit_model=inherit_model,
-            max_retries=max_retries, reuse_results=reuse_results, tracing=tracing, trace_values=trace_values,
-            grant_clock=grant_clock, grant_randomness=grant_randomness, on_event=on_event,
-            temporal=temporal_address(temporal), task_queue=task_queue, task_queues=frozen(task_queues),
+            max_workers=max_workers,
+            type_check=type_check,
+            sub_agent_usage_limits=copy.copy(sub_agent_usage_limits),
+            inherit_model=inherit_model,
+            max_retries=max_retries,
+            reuse_results=reuse_results,
+            tracing=tracing,
+            trace_values=trace_values,
+            grant_clock=grant_clock,
+            grant_randomness=grant_randomness,
+            on_event=on_event,
+            temporal=temporal_address(temporal),
+            task_queue=task_queue,
+            task_queues=frozen(task_queues),
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -193,36 +196,6 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
     def diff(self, run_id: str) -> list[CatalogChange]:
         """How the current catalog differs from the one the stored run ran against."""
         return changes(require_run(require_store(self.store), run_id).catalog, self.manifest())
-
-    async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
-        """Type check `code` against the catalog without running any of it, then check it against the
-        catalog's rules (`warnings`; errors with `strict=True`); an ok report has its worst case (`estimate`)."""
-        script_text(code)
-        report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
-        if not report.ok:
-            return report
-        analysis = self.analyze(code)
-        found = analysis.findings  # strict: no path may break a rule, every call is accounted for
-        if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
-            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
-        return dataclasses.replace(report, warnings=found, estimate=self.estimate_of(analysis))
-
-    def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
-        """Blocking twin of `acheck`; usable from sync and async code."""
-        return self._sync(self.acheck(code, inputs=inputs))
-
-    def analyze(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Analysis:
-        """What `code` can do, before anything runs: every call it can make, where, and the rules
-        some path of it can break (an upper bound; see `Analysis`). Raises `SyntaxError` if it does
-        not parse."""
-        self.stubs()  # validates the rules
-        return analyze(
-            code,
-            self._callees,
-            requires={name: c.requires for name, c in self._callees.items() if c.requires},
-            side_effects=[name for name, c in self._callees.items() if c.side_effect],
-            access=Access.of(allow, deny),
-        )
 
     def new_scope(self, **kwargs: Any) -> RunScope:
         """The state one orchestrator run shares across its scripts: one budget, deps, usage."""
@@ -258,8 +231,16 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         return await self.start_run(new_run_id(), code, inputs, scope, access, on_event=on_event)
 
     async def start_run(
-        self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access, *,
-        on_event: EventHandler | None = None, starter: Starter | None = None, spent: Iterable[CallRecord] = (),
+        self,
+        run_id: str,
+        code: str,
+        inputs: dict[str, Any] | None,
+        scope: RunScope,
+        access: Access,
+        *,
+        on_event: EventHandler | None = None,
+        starter: Starter | None = None,
+        spent: Iterable[CallRecord] = (),
     ) -> WorkflowResult:
         """A new run from the script's first line until it completes, fails, or waits (what `run` does once the
         script and inputs are admitted): its calls started by `starter` (default: tasks here), with the calls
@@ -277,75 +258,23 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         )
         if self.store is not None and (scope.orchestrator_run_id or scope.conversation_id):  # the journal knows best
             scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id, scope.seen)
-        dispatcher = self._dispatcher(run_id, scope, access, on_event, journal, reuse=self.reuse_results,
-                                      starter=starter)
+        dispatcher = self._dispatcher(
+            run_id, scope, access, on_event, journal, reuse=self.reuse_results, starter=starter
+        )
         dispatcher.spend(list(spent))
-        job = ScriptRun(code=code, stubs=self.stubs() + render_inputs(inputs or {}), dispatcher=dispatcher,
-                        inputs=row.inputs, type_check=self.type_check, rule_errors=self._rule_errors(code, access))
+        job = ScriptRun(
+            code=code,
+            stubs=self.stubs() + render_inputs(inputs or {}),
+            dispatcher=dispatcher,
+            inputs=row.inputs,
+            type_check=self.type_check,
+            rule_errors=self._rule_errors(code, access),
+        )
         return await self._execute(job, journal, mode='run', begin=row)
-
-    def _rule_errors(self, code: str, access: Access) -> list[str]:
-        if not (self.strict and self.type_check):
-            return []
-        try:
-            analysis = self.analyze(code, allow=access.allow, deny=access.deny)
-        except SyntaxError:
-            return []  # the type check reports it, with ty's message
-        return [*analysis.findings, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def run_sync(self, code: str, **kwargs: Any) -> WorkflowResult:
         """Blocking twin of `run`."""
         return self._sync(self.run(code, **kwargs))
-
-    async def resume(
-        self, run_id: str, *, retry_unknown: bool = False, answers: Mapping[int, Any] | None = None,
-        on_event: EventHandler | None = None, recheck: bool = False, accept_changes: bool = False,
-    ) -> WorkflowResult:
-        """Continue an interrupted run from its newest snapshot; journaled calls are not repeated.
-
-        A side-effecting call that was in flight when the run stopped is re-run only with
-        `retry_unknown=True`, or answered with `answers={seq: result}`. Raises `CatalogChanged` if the
-        catalog differs from the run's, unless the only differences are added callees or `recheck=True`
-        (either way the stored script must still type-check against the new stubs), or
-        `accept_changes=True`: the script then runs without the type check (you accepted the changes; every
-        call's arguments and result are still validated as it is made). A refused resume writes nothing.
-        """
-        if self.temporal:  # a second driver beside Temporal's would run calls its activities own
-            raise WorkflowError(f'Run {run_id} is driven by Temporal, which resumes it by itself (its workers retry '
-                                'every step); approve or reject its waiting calls instead. resume() is for the '
-                                'embedded engine (temporal=None).')
-        plan = plan_resume(require_store(self.store), run_id, retry_unknown=retry_unknown, answers=dict(answers or {}))
-        return plan.done or await self._execute_plan(plan, on_event, recheck, accept_changes, owner=one_execution())
-
-    async def replay(
-        self, run_id: str, *, from_seq: int | None = None, on_event: EventHandler | None = None,
-        recheck: bool = False, accept_changes: bool = False,
-    ) -> WorkflowResult:
-        """Run a stored script again, answering every call from its journal; no callee runs.
-        `recheck` / `accept_changes` as for `resume`."""
-        plan = plan_replay(require_store(self.store), run_id, from_seq=from_seq)
-        result = await self._execute_plan(plan, on_event, recheck, accept_changes)
-        check_replay(plan, result)
-        return result
-
-    async def fork(
-        self, run_id: str, *, at: int, result: Any, on_event: EventHandler | None = None,
-        recheck: bool = False, accept_changes: bool = False,
-    ) -> WorkflowResult:
-        """A new run: calls before `at` answered from the journal, call `at` with `result` (checked
-        against the callee's return type), later calls live. `recheck` / `accept_changes` as for
-        `resume`."""
-        plan = plan_fork(require_store(self.store), run_id, at=at, result=result)
-        return await self._execute_plan(plan, on_event, recheck, accept_changes)
-
-    def resume_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
-        return self._sync(self.resume(run_id, **kwargs))
-
-    def replay_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
-        return self._sync(self.replay(run_id, **kwargs))
-
-    def fork_sync(self, run_id: str, **kwargs: Any) -> WorkflowResult:
-        return self._sync(self.fork(run_id, **kwargs))
 
     def _signal_decided(self, run_id: str, seqs: list[int], decision: Decision) -> None:
         """A run on Temporal waits for the `decide` signal, which carries the decision too."""
@@ -355,8 +284,11 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         from ._temporal._host import signal_decision
 
         for each in seqs:
-            self._sync(signal_decision(self.temporal, run_id, Decided(
-                each, decision.approved, decision.reason, decision.decided_by)))
+            self._sync(
+                signal_decision(
+                    self.temporal, run_id, Decided(each, decision.approved, decision.reason, decision.decided_by)
+                )
+            )
 
     # -- steps of a run another engine drives (Temporal's activities call these and `start_run`) -----------
 
@@ -385,8 +317,14 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         await dispatcher.run_one(callee, validate_arguments(callee, record.arguments), record)
 
     async def _execute_plan(
-        self, plan: Plan, on_event: EventHandler | None, recheck: bool, accept_changes: bool, *,
-        starter: Starter | None = None, owner: Owner | None = None,
+        self,
+        plan: Plan,
+        on_event: EventHandler | None,
+        recheck: bool,
+        accept_changes: bool,
+        *,
+        starter: Starter | None = None,
+        owner: Owner | None = None,
     ) -> WorkflowResult:
         """Admit the plan, take the run (a resume) for `owner` (default: this process), and run it."""
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
@@ -400,14 +338,33 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         scope.effects = resumed_effects(self.store, plan.run) if plan.mode == 'resume' and self.store else []
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)
-        dispatcher = self._dispatcher(plan.run_id, scope, access, on_event, journal, history=plan.history,
-                                      decisions=plan.decisions, starter=starter)
+        dispatcher = self._dispatcher(
+            plan.run_id,
+            scope,
+            access,
+            on_event,
+            journal,
+            history=plan.history,
+            decisions=plan.decisions,
+            starter=starter,
+        )
         dispatcher.spend(plan.spent)
         dispatcher.preload(plan.prefill, plan.prefill_source)
-        job = ScriptRun(code=plan.run.script, stubs=stubs, dispatcher=dispatcher, inputs=plan.run.inputs,
-                        type_check=self.type_check and admission != 'accepted', restore=plan.restore)
-        return await self._execute(job, journal, mode=plan.mode, begin=plan.begin, traceparent=plan.run.trace_context
-                                   if plan.begin is None else None)
+        job = ScriptRun(
+            code=plan.run.script,
+            stubs=stubs,
+            dispatcher=dispatcher,
+            inputs=plan.run.inputs,
+            type_check=self.type_check and admission != 'accepted',
+            restore=plan.restore,
+        )
+        return await self._execute(
+            job,
+            journal,
+            mode=plan.mode,
+            begin=plan.begin,
+            traceparent=plan.run.trace_context if plan.begin is None else None,
+        )
 
     async def _admit(self, plan: Plan, stubs: str, *, recheck: bool, accept_changes: bool) -> Admission:
         """Whether the plan may run under today's catalog, decided before anything is written: `CatalogChanged`
@@ -452,8 +409,12 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         decisions: Mapping[int, Decision] | None = None,
         starter: Starter | None = None,
     ) -> Dispatcher:
-        policy = Policy(access=access, max_repeats=self.max_repeats, max_concurrency=self.max_concurrency,
-                        call_concurrency=self.call_concurrency)
+        policy = Policy(
+            access=access,
+            max_repeats=self.max_repeats,
+            max_concurrency=self.max_concurrency,
+            call_concurrency=self.call_concurrency,
+        )
         return Dispatcher(
             run_id=run_id,
             callees=dict(self._callees),
@@ -469,7 +430,12 @@ class Harness(Registry, Approvals, Orchestration, Estimating, _SettingsAttribute
         )
 
     async def _execute(
-        self, job: ScriptRun, journal: Journal, *, mode: str, begin: RunRow | None = None,
+        self,
+        job: ScriptRun,
+        journal: Journal,
+        *,
+        mode: str,
+        begin: RunRow | None = None,
         traceparent: str | None = None,
     ) -> WorkflowResult:
         if self.tracing:
@@ -580,14 +546,6 @@ for _field in dataclasses.fields(Settings):
 del _field
 
 __all__ = ['Harness']
-
-
-def script_text(code: str) -> None:
-    """A script must be text the sandbox, the checker and the store can all hold."""
-    try:
-        plain(code)
-    except NotPlainData as exc:
-        raise WorkflowTypeError(f'The script is not valid text: it holds {exc.type_name}. Nothing ran.') from None
 
 
 def plain_inputs(inputs: Mapping[str, Any] | None) -> dict[str, Any] | None:

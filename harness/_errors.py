@@ -38,12 +38,7 @@ class WorkflowError(Exception):
     """
 
     def __init__(
-        self,
-        message: str,
-        *,
-        run_id: str | None = None,
-        completed: list[CallRecord] | None = None,
-        printed: str = '',
+        self, message: str, *, run_id: str | None = None, completed: list[CallRecord] | None = None, printed: str = ''
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -102,17 +97,25 @@ class RunBusy(WorkflowError):
     def __init__(self, run_id: str, holder: Any, *, lost: bool = False, changed: bool = False) -> None:
         who = f'pid {holder.pid} on host {holder.host}' if holder is not None else 'another process'
         if changed:
-            message = (f'run {run_id} changed while this resume was being prepared (another process went on with '
-                       'it); look at it again (`harness show`), and resume it again if it still needs it.')
+            message = (
+                f'run {run_id} changed while this resume was being prepared (another process went on with '
+                'it); look at it again (`harness show`), and resume it again if it still needs it.'
+            )
         elif lost:
-            message = (f'run {run_id} was taken over by another process ({who}) while this one ran it; '
-                       'this process stopped without recording its outcome.')
+            message = (
+                f'run {run_id} was taken over by another process ({who}) while this one ran it; '
+                'this process stopped without recording its outcome.'
+            )
         elif holder is not None and (holder.host, holder.pid) == (socket.gethostname(), os.getpid()):
-            message = (f'run {run_id} is active in this process (another run, resume or decision of it is under '
-                       'way); wait for it to finish.')
+            message = (
+                f'run {run_id} is active in this process (another run, resume or decision of it is under '
+                'way); wait for it to finish.'
+            )
         else:
-            message = (f'run {run_id} is active in another process ({who}); wait for it to finish, or resume '
-                       'it after that process has stopped (its hold expires 30 s after it stops renewing it).')
+            message = (
+                f'run {run_id} is active in another process ({who}); wait for it to finish, or resume '
+                'it after that process has stopped (its hold expires 30 s after it stops renewing it).'
+            )
         super().__init__(message, run_id=run_id)
         self.holder = holder
 
@@ -145,8 +148,13 @@ class CatalogChange:
     detail: str = ''
 
     def __str__(self) -> str:
-        text = {'added': 'added', 'removed': 'removed', 'changed': 'signature changed', 'rules': 'rules changed',
-                'version': 'version changed'}
+        text = {
+            'added': 'added',
+            'removed': 'removed',
+            'changed': 'signature changed',
+            'rules': 'rules changed',
+            'version': 'version changed',
+        }
         return f'{self.callee}: {text[self.kind]}' + (f' ({self.detail})' if self.detail else '')
 
 
@@ -159,14 +167,19 @@ class CatalogChanged(WorkflowError):
 
     def __init__(self, run_id: str, found: list[CatalogChange], *, errors: str | None = None) -> None:
         lines = '\n'.join(f'- {change}' for change in found)
-        checked = (f'The stored script no longer type-checks against the new stubs:\n{errors}\n'
-                   if errors is not None else '')
+        checked = (
+            f'The stored script no longer type-checks against the new stubs:\n{errors}\n' if errors is not None else ''
+        )
         if any(change.kind in ('rules', 'version') for change in found):  # no type check vouches for those
-            fix = ('Continue anyway with accept_changes=True (CLI: --accept-changes) if the run may go on under '
-                   "today's behaviour and rules")
+            fix = (
+                'Continue anyway with accept_changes=True (CLI: --accept-changes) if the run may go on under '
+                "today's behaviour and rules"
+            )
         else:
-            fix = ('Continue anyway with recheck=True (if the script still type-checks against the new stubs) or '
-                   'accept_changes=True (CLI: --recheck, --accept-changes)')
+            fix = (
+                'Continue anyway with recheck=True (if the script still type-checks against the new stubs) or '
+                'accept_changes=True (CLI: --recheck, --accept-changes)'
+            )
         super().__init__(
             f'The catalog changed since run {run_id} ran:\n{lines}\n{checked}{fix}; `harness diff RUN` shows the '
             'differences. Nothing ran.',

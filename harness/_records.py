@@ -181,8 +181,11 @@ PROGRESS_DROPPED = 'progress:dropped'
 
 def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
     """The kept `log`/`phase` entries among a run's journal rows, in order, as `r.progress` gives them."""
-    return [{'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
-            for c in calls if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED]
+    return [
+        {'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
+        for c in calls
+        if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED
+    ]
 
 
 def progress_dropped(calls: Iterable[CallRecord]) -> int:

@@ -41,10 +41,12 @@ async def execute(
     """
     run_id = job.dispatcher.run_id
     try:
-        with attach_traceparent(traceparent), TRACER.start_as_current_span(
-            run_span_name(run_id),
-            attributes={ATTR_RUN_ID: run_id, ATTR_MODE: mode, ATTR_SCRIPT: job.code},
-        ) as span:
+        with (
+            attach_traceparent(traceparent),
+            TRACER.start_as_current_span(
+                run_span_name(run_id), attributes={ATTR_RUN_ID: run_id, ATTR_MODE: mode, ATTR_SCRIPT: job.code}
+            ) as span,
+        ):
             if begin is not None:
                 begin.trace_context = current_traceparent()
                 await journal.begin(begin)
@@ -74,8 +76,14 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
         value = await run_script(pool, checker, job, printed)
     except RunWaiting as wait:  # stopped cleanly for a person: stored, resumable, holding no worker
         await journal.end('waiting')
-        return WorkflowResult(value=None, run_id=job.dispatcher.run_id, status='waiting', calls=job.dispatcher.calls,
-                              printed=printed.text, waiting=wait.pending)
+        return WorkflowResult(
+            value=None,
+            run_id=job.dispatcher.run_id,
+            status='waiting',
+            calls=job.dispatcher.calls,
+            printed=printed.text,
+            waiting=wait.pending,
+        )
     except BaseException as exc:
         status, message = ending(exc)
         await journal.end(status, error=message)
@@ -88,13 +96,16 @@ async def _finish(pool: SandboxPool, checker: Checker, job: ScriptRun, journal: 
     effects = effects_note(job.dispatcher.sources)
     notes = []
     if exhausted:
-        notes.append(f'A call budget ran out during this script ({budget.summary()}); '
-                     'no further calls of that kind can run.')
+        notes.append(
+            f'A call budget ran out during this script ({budget.summary()}); no further calls of that kind can run.'
+        )
     if job.renamed:
         notes.append(renamed_note(job.renamed))
     if reused:
-        notes.append('Reused results of identical earlier calls (no budget spent): '
-                     + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20]))
+        notes.append(
+            'Reused results of identical earlier calls (no budget spent): '
+            + ', '.join(f'#{c.seq} {c.callee}' for c in reused[:20])
+        )
     if effects:
         notes.append(effects)
     return WorkflowResult(

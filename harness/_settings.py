@@ -90,8 +90,14 @@ class Settings:
 
     def __post_init__(self) -> None:
         """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""
-        _check_budgets(self.max_agent_calls, self.max_tool_calls, self.max_concurrency, self.call_caps,
-                       self.call_concurrency, self.max_repeats)
+        _check_budgets(
+            self.max_agent_calls,
+            self.max_tool_calls,
+            self.max_concurrency,
+            self.call_caps,
+            self.call_concurrency,
+            self.max_repeats,
+        )
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
 
@@ -105,8 +111,12 @@ def temporal_address(temporal: str | Literal[_FromEnvironment.TOKEN] | None) -> 
 
 
 def _check_budgets(
-    max_agent_calls: int, max_tool_calls: int | None, max_concurrency: int | None, call_caps: Mapping[str, int],
-    call_concurrency: Mapping[str, int], max_repeats: int | None,
+    max_agent_calls: int,
+    max_tool_calls: int | None,
+    max_concurrency: int | None,
+    call_caps: Mapping[str, int],
+    call_concurrency: Mapping[str, int],
+    max_repeats: int | None,
 ) -> None:
     if max_agent_calls < 1:
         raise UserError('max_agent_calls must be at least 1.')

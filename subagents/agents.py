@@ -97,12 +97,7 @@ class BuiltinAgent:
 
 
 def _agent(
-    name: str,
-    *,
-    model: ModelSpec | None,
-    output_type: type[Any],
-    description: str,
-    instructions: str,
+    name: str, *, model: ModelSpec | None, output_type: type[Any], description: str, instructions: str
 ) -> Agent[None, Any]:
     chosen: ModelSpec = offline_model(name) if model is None else model
     return Agent(
@@ -140,33 +135,21 @@ def make_summarizer(model: ModelSpec | None = None) -> Agent[None, str]:
 def make_critic(model: ModelSpec | None = None) -> Agent[None, Score]:
     """`critic(*, question, answer) -> Score` (register with `params=CritiqueRequest`)."""
     return _agent(
-        'critic',
-        model=model,
-        output_type=Score,
-        description=CRITIC_DESCRIPTION,
-        instructions=CRITIC_INSTRUCTIONS,
+        'critic', model=model, output_type=Score, description=CRITIC_DESCRIPTION, instructions=CRITIC_INSTRUCTIONS
     )
 
 
 def make_drafter(model: ModelSpec | None = None) -> Agent[None, str]:
     """`drafter(*, task) -> str`."""
     return _agent(
-        'drafter',
-        model=model,
-        output_type=str,
-        description=DRAFTER_DESCRIPTION,
-        instructions=DRAFTER_INSTRUCTIONS,
+        'drafter', model=model, output_type=str, description=DRAFTER_DESCRIPTION, instructions=DRAFTER_INSTRUCTIONS
     )
 
 
 def make_editor(model: ModelSpec | None = None) -> Agent[None, str]:
     """`editor(*, draft, feedback) -> str` (register with `params=EditRequest`)."""
     return _agent(
-        'editor',
-        model=model,
-        output_type=str,
-        description=EDITOR_DESCRIPTION,
-        instructions=EDITOR_INSTRUCTIONS,
+        'editor', model=model, output_type=str, description=EDITOR_DESCRIPTION, instructions=EDITOR_INSTRUCTIONS
     )
 
 

@@ -21,8 +21,7 @@ class ReviewRequest(BaseModel):
     path: str = Field(description='The file path, as shown to the user (used in the review and its summary).')
     source: str = Field(description="The file's full text, e.g. what read_file returned.")
     focus: Focus = Field(
-        default='all',
-        description="'bugs' for correctness only, 'style' for readability only, 'all' for both.",
+        default='all', description="'bugs' for correctness only, 'style' for readability only, 'all' for both."
     )
 
 

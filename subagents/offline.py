@@ -59,8 +59,21 @@ def review_source(path: str, source: str, focus: Focus = 'all') -> Review:
         summary = 'Not a Python file: the offline reviewer only runs ruff on Python source.'
         return Review(path=path, verdict='ok', findings=[], summary=summary)
     name = PurePosixPath(path).name if path.endswith(('.py', '.pyi')) else 'input.py'
-    command = [ruff_bin(), 'check', '--isolated', '--no-cache', '--output-format', 'json', '--line-length', '120',
-               '--select', SELECT[focus], '--stdin-filename', name, '-']
+    command = [
+        ruff_bin(),
+        'check',
+        '--isolated',
+        '--no-cache',
+        '--output-format',
+        'json',
+        '--line-length',
+        '120',
+        '--select',
+        SELECT[focus],
+        '--stdin-filename',
+        name,
+        '-',
+    ]
     done = subprocess.run(command, input=source, capture_output=True, text=True, timeout=60, check=False)
     if done.returncode not in (0, 1):  # 1 means "found something"
         raise RuntimeError(f'ruff failed: {done.stderr.strip()[:300]}')
@@ -76,8 +89,11 @@ def review_source(path: str, source: str, focus: Focus = 'all') -> Review:
     findings.sort(key=lambda f: (RANK[f.severity], f.line))
     ruff = 'ruff' if focus == 'all' else f'ruff ({focus} rules)'
     worst = ', '.join(f'{f.message.split(":")[0]} at line {f.line}' for f in findings[:4])
-    summary = f'{ruff} flags {len(findings)} problem(s), most serious first: {worst}.' if findings else \
-        f'{ruff} finds no problem.'
+    summary = (
+        f'{ruff} flags {len(findings)} problem(s), most serious first: {worst}.'
+        if findings
+        else f'{ruff} finds no problem.'
+    )
     verdict = 'needs_work' if any(f.severity != 'info' for f in findings) else 'ok'
     return Review(path=path, verdict=verdict, findings=findings, summary=summary)
 

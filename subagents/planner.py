@@ -40,7 +40,7 @@ async def stream_plan(messages: list[ModelMessage], info: AgentInfo) -> AsyncIte
         if isinstance(part, TextPart):
             words = re.findall(r'\S+\s*|\s+', part.content)
             for i in range(0, len(words), 4):
-                yield ''.join(words[i:i + 4])
+                yield ''.join(words[i : i + 4])
         elif isinstance(part, ToolCallPart):
             yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id='script')}
 
@@ -151,8 +151,11 @@ def answer(value: Any, shown: int = 20) -> str:
         text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
     elif 'findings' in value:
         findings = value['findings']
-        lines = [f'Reviewed {value["files"]} file(s); {len(findings)} finding(s); '
-                 f'needs work: {", ".join(value["needs_work"]) or "none"}.', '']
+        lines = [
+            f'Reviewed {value["files"]} file(s); {len(findings)} finding(s); '
+            f'needs work: {", ".join(value["needs_work"]) or "none"}.',
+            '',
+        ]
         lines += [f'- {f["path"]}:{f["line"]} [{f["severity"]}] {f["message"]}' for f in findings[:shown]]
         if len(findings) > shown:
             lines.append(f'- ... and {len(findings) - shown} more')
@@ -160,8 +163,10 @@ def answer(value: Any, shown: int = 20) -> str:
             lines.append(f'Could not review: {", ".join(value["failed"])}')
         text = '\n'.join([*lines, '', f'Summary: {value["summary"]}'])
     elif 'answer' in value:
-        text = f'{value["answer"]}\n\n(best of {len(value["scores"])} drafts, scores {value["scores"]}, ' \
-               f'chose the {value["chosen"]} one)'
+        text = (
+            f'{value["answer"]}\n\n(best of {len(value["scores"])} drafts, scores {value["scores"]}, '
+            f'chose the {value["chosen"]} one)'
+        )
     else:
         text = str(value.get('summary', json.dumps(value, indent=2, default=str)))
     return f'{text}\n\nNote: {note}' if note else text

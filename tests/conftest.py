@@ -114,8 +114,10 @@ class Child:
             self.stderr.append(line)
 
     def describe(self) -> str:
-        return (f'{self.args} (exit {self.proc.poll()})\nstdout:\n{"".join(self.stdout)[-3000:]}'
-                f'\nstderr:\n{"".join(self.stderr)[-3000:]}')
+        return (
+            f'{self.args} (exit {self.proc.poll()})\nstdout:\n{"".join(self.stdout)[-3000:]}'
+            f'\nstderr:\n{"".join(self.stderr)[-3000:]}'
+        )
 
     def line(self, timeout: float = 90) -> str:
         """The next line of stdout; fails if the process ends first or says nothing for `timeout` s."""
@@ -183,10 +185,22 @@ def spawn() -> Iterator[Callable[..., Child]]:
 
 # -- the command line, in this process -------------------------------------------------------------
 
-STRIPPED_ENV = frozenset({
-    'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY', 'GOOGLE_API_KEY', 'GROQ_API_KEY', 'MISTRAL_API_KEY',
-    'HARNESS_MODEL', 'HARNESS_BASE_URL', 'HARNESS_API_KEY', 'HARNESS_STORE', 'HARNESS_TRACING', 'LOGFIRE_TOKEN',
-})
+STRIPPED_ENV = frozenset(
+    {
+        'OPENAI_API_KEY',
+        'ANTHROPIC_API_KEY',
+        'GEMINI_API_KEY',
+        'GOOGLE_API_KEY',
+        'GROQ_API_KEY',
+        'MISTRAL_API_KEY',
+        'HARNESS_MODEL',
+        'HARNESS_BASE_URL',
+        'HARNESS_API_KEY',
+        'HARNESS_STORE',
+        'HARNESS_TRACING',
+        'LOGFIRE_TOKEN',
+    }
+)
 """Unset for every CLI run (so it runs offline, on the store the test names), as are `OTEL_*` variables."""
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 OWN_PACKAGES = ('harness', 'subagents', 'tools')
@@ -203,8 +217,10 @@ class CliResult:
     traceback: str
 
     def describe(self) -> str:
-        return (f'harness {self.args} exited {self.exit_code}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}'
-                f'{self.traceback}')
+        return (
+            f'harness {self.args} exited {self.exit_code}\nstdout:\n{self.stdout}\nstderr:\n{self.stderr}'
+            f'{self.traceback}'
+        )
 
 
 def sandbox_workers() -> set[int]:

@@ -119,9 +119,11 @@ def covered(h: Harness, script: str) -> list[Any]:
 
 
 def test_a_class_method_is_refused_and_still_found(h: Harness, loose: Harness) -> None:
-    script = ('class Mailer:\n    async def go(self, to: str) -> str:\n'
-              '        return await send_email(to=to, body="hi")\n'
-              'm = Mailer()\nfor to in ["a", "b", "c"]:\n    await m.go(to)')
+    script = (
+        'class Mailer:\n    async def go(self, to: str) -> str:\n'
+        '        return await send_email(to=to, body="hi")\n'
+        'm = Mailer()\nfor to in ["a", "b", "c"]:\n    await m.go(to)'
+    )
     report = h.check(script)
     assert not report.ok and 'a class with methods is refused in workflow scripts' in report.errors
     assert 'use functions' in report.errors
@@ -134,11 +136,13 @@ def test_a_class_method_is_refused_and_still_found(h: Harness, loose: Harness) -
 def test_a_lambda_default_argument_calling_send_email_is_found_and_bounded(h: Harness, sent: list[str]) -> None:
     script = 'notify = lambda r=send_email(to="a", body="b"): r\nawait notify()\nawait notify()'
     assert h.check(script).ok
-    site, = h.analyze(script).calls
+    (site,) = h.analyze(script).calls
     assert (site.callee, site.line, site.max_calls) == ('send_email', 1, 1)  # made once, where the lambda is
     assert len(covered(h, script)) == 1 and sent == ['a']
-    as_default = ('async def notify(send=lambda: send_email(to="x", body="b")) -> str:\n    return await send()\n'
-                  'for i in range(3):\n    await notify()')
+    as_default = (
+        'async def notify(send=lambda: send_email(to="x", body="b")) -> str:\n    return await send()\n'
+        'for i in range(3):\n    await notify()'
+    )
     assert h.analyze(as_default).bounds == {'send_email': None}  # the lambda is a value: it runs where it is called
     assert len(covered(h, as_default)) == 3
 
@@ -164,10 +168,13 @@ def test_getattr_by_a_computed_name_and_locals_are_refused_a_literal_name_is_not
 
 
 def test_a_helper_called_in_a_loop_has_the_loops_bound_and_a_real_run_stays_within_it(
-        h: Harness, strict: Harness, sent: list[str]) -> None:
-    script = ('async def notify(i: int) -> str:\n    return await send_email(to=str(i), body="x")\n'
-              'for i in range(25):\n    await notify(i)')
-    site, = h.analyze(script).calls
+    h: Harness, strict: Harness, sent: list[str]
+) -> None:
+    script = (
+        'async def notify(i: int) -> str:\n    return await send_email(to=str(i), body="x")\n'
+        'for i in range(25):\n    await notify(i)'
+    )
+    (site,) = h.analyze(script).calls
     assert (site.line, site.in_loop, site.loop_bound, site.max_calls) == (2, True, 25, 25)
     assert h.analyze(script).bounds == {'send_email': 25}
     assert 'line 2: send_email  [max 25, called from line 4]' in h.analyze(script).text()
@@ -177,15 +184,19 @@ def test_a_helper_called_in_a_loop_has_the_loops_bound_and_a_real_run_stays_with
 
 
 def test_recursion_is_unbounded(h: Harness, strict: Harness) -> None:
-    script = ('async def chain(n: int) -> int:\n    if n == 0:\n        return 0\n'
-              '    await send_email(to=str(n), body="x")\n    return await chain(n - 1)\nawait chain(8)')
-    site, = h.analyze(script).calls
+    script = (
+        'async def chain(n: int) -> int:\n    if n == 0:\n        return 0\n'
+        '    await send_email(to=str(n), body="x")\n    return await chain(n - 1)\nawait chain(8)'
+    )
+    (site,) = h.analyze(script).calls
     assert site.max_calls is None and 'unbounded' in h.analyze(script).text()
     assert len(covered(h, script)) == 8
-    mutual = ('async def ping(n: int) -> int:\n    if n <= 0:\n        return 0\n'
-              '    await send_email(to=str(n), body="p")\n    return await pong(n - 1)\n'
-              'async def pong(n: int) -> int:\n    await lookup(q=str(n))\n    return await ping(n - 1)\n'
-              'await ping(5)\nawait lookup(q="end")')
+    mutual = (
+        'async def ping(n: int) -> int:\n    if n <= 0:\n        return 0\n'
+        '    await send_email(to=str(n), body="p")\n    return await pong(n - 1)\n'
+        'async def pong(n: int) -> int:\n    await lookup(q=str(n))\n    return await ping(n - 1)\n'
+        'await ping(5)\nawait lookup(q="end")'
+    )
     assert h.analyze(mutual).bounds == {'send_email': None, 'lookup': None}
     assert len(covered(h, mutual)) == 7
     report = strict.check(script)
@@ -194,8 +205,10 @@ def test_recursion_is_unbounded(h: Harness, strict: Harness) -> None:
 
 
 def test_a_loop_over_a_side_effect_through_a_helper_fails_strict(strict: Harness, sent: list[str]) -> None:
-    script = ('async def notify(to: str) -> str:\n    return await send_email(to=to, body="x")\n'
-              'for to in await lookup(q="all"):\n    await notify(to)')
+    script = (
+        'async def notify(to: str) -> str:\n    return await send_email(to=to, body="x")\n'
+        'for to in await lookup(q="all"):\n    await notify(to)'
+    )
     report = strict.check(script)
     assert not report.ok and 'line 2: send_email has side effects and is called in a loop' in report.errors
     with pytest.raises(WorkflowError, match='strict mode'):
@@ -234,11 +247,11 @@ def test_with_helpers_every_transition_of_a_real_run_is_an_edge(h: Harness, scri
 
 HIDING = {
     'or': 'skip = True\nok = skip or await check_entitlement(ticket_id="T")\n'
-          'await issue_refund(ticket_id="T", cents=1)',
+    'await issue_refund(ticket_id="T", cents=1)',
     'if-else': 'skip = True\ne = None if skip else await check_entitlement(ticket_id="T")\n'
-               'await issue_refund(ticket_id="T", cents=1)',
+    'await issue_refund(ticket_id="T", cents=1)',
     'finally': 'try:\n    await check_entitlement(ticket_id="ERR-1")\nfinally:\n'
-               '    await issue_refund(ticket_id="ERR-1", cents=1)',
+    '    await issue_refund(ticket_id="ERR-1", cents=1)',
     'and': 'go = False\ngo and await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
     'assert': 'assert True, await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)',
 }
@@ -247,10 +260,12 @@ HIDING = {
 def test_a_helper_left_running_by_a_failed_gather_is_covered(h: Harness) -> None:
     """When one argument of a gather fails, the gather raises, but a script coroutine beside it goes on making
     calls after the handler's (Monty 1.4.0): those calls may follow any later call."""
-    script = ('import asyncio\nasync def slow(q: str) -> str:\n    await lookup(q=q)\n    await lookup(q=q + "2")\n'
-              '    return await send_email(to=q, body="late")\n'
-              'try:\n    await asyncio.gather(slow("a"), check_entitlement(ticket_id="ERR"))\nexcept Exception:\n'
-              '    await lookup(q="handler")\nawait lookup(q="after")\nawait lookup(q="last")')
+    script = (
+        'import asyncio\nasync def slow(q: str) -> str:\n    await lookup(q=q)\n    await lookup(q=q + "2")\n'
+        '    return await send_email(to=q, body="late")\n'
+        'try:\n    await asyncio.gather(slow("a"), check_entitlement(ticket_id="ERR"))\nexcept Exception:\n'
+        '    await lookup(q="handler")\nawait lookup(q="after")\nawait lookup(q="last")'
+    )
     calls = covered(h, script)
     assert [(c.callee, c.line) for c in calls][-2:] == [('send_email', 5), ('lookup', 11)]  # still running
 
@@ -265,9 +280,12 @@ def test_a_violation_behind_a_short_circuit_or_a_finally_is_reported(h: Harness,
 
 
 def test_a_local_def_shadowing_the_callee_is_refused_and_does_not_hide_the_violation(
-        h: Harness, loose: Harness) -> None:
-    script = ('async def check_entitlement(ticket_id: str) -> dict[str, bool]:\n    return {"eligible": True}\n'
-              'await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)')
+    h: Harness, loose: Harness
+) -> None:
+    script = (
+        'async def check_entitlement(ticket_id: str) -> dict[str, bool]:\n    return {"eligible": True}\n'
+        'await check_entitlement(ticket_id="T")\nawait issue_refund(ticket_id="T", cents=1)'
+    )
     report = h.check(script)
     assert not report.ok and '`check_entitlement` is a catalog function: a function of that name' in report.errors
     assert any(HIDDEN in v for v in loose.analyze(script).violations)

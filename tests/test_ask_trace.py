@@ -43,11 +43,11 @@ def _priced(messages, info):
 checker = Agent(FunctionModel(_priced, model_name="gpt-4o"), name="checker")
 agents = [flaky, checker]
 '''
-SCRIPT = '''\
+SCRIPT = """\
 outcome = await settled(flaky(item="a"))
 verdict = await checker(task="is it fine?")
 {"flaky_ok": outcome["ok"], "verdict": verdict}
-'''
+"""
 ANSWER = ['## Result\n\n', '- `flaky` **failed**\n', '- the checker says fine\n']
 GPT_4O_COST = 1000 * 2.5e-6 + 100 * 10e-6  # genai-prices: $2.5 / $10 per million tokens
 
@@ -65,8 +65,14 @@ def test_ask_sends_one_trace_from_the_orchestrator_down(
     (tmp_path / 'checks.py').write_text(AGENTS_MODULE)
     fake = FakeOpenAI([Turn(script=SCRIPT, usage=(300, 40)), Turn(chunks=ANSWER, usage=(500, 20))])
     store = tmp_path / 'runs.db'
-    env = clean_env(HARNESS_BASE_URL=fake.base_url, HARNESS_MODEL=MODEL, HARNESS_STORE=str(store),
-                    OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20', COLUMNS='200')
+    env = clean_env(
+        HARNESS_BASE_URL=fake.base_url,
+        HARNESS_MODEL=MODEL,
+        HARNESS_STORE=str(store),
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY='20',
+        COLUMNS='200',
+    )
     try:
         child = spawn([HARNESS, 'ask', 'check item a', '--agents', 'checks:agents'], cwd=tmp_path, env=env)
         out = child.finish()
@@ -87,13 +93,19 @@ def test_ask_sends_one_trace_from_the_orchestrator_down(
         'invoke_agent orchestrator',
         (
             (f'chat {MODEL}', ()),
-            ('execute_tool run_workflow', (
-                (f'run_workflow {run_id}', (
-                    ('check', ()),
-                    ('call flaky', ()),
-                    ('call checker', (('invoke_agent checker', (('chat gpt-4o', ()),)),)),
-                )),
-            )),
+            (
+                'execute_tool run_workflow',
+                (
+                    (
+                        f'run_workflow {run_id}',
+                        (
+                            ('check', ()),
+                            ('call flaky', ()),
+                            ('call checker', (('invoke_agent checker', (('chat gpt-4o', ()),)),)),
+                        ),
+                    ),
+                ),
+            ),
             (f'chat {MODEL}', ()),
         ),
     )
@@ -155,4 +167,3 @@ def test_ask_sends_one_trace_from_the_orchestrator_down(
     assert tree.index(requests[0]) < tree.index(f'run_workflow {run_id}') < tree.index(requests[1])
     full = cli(['trace', footer['id'], '--full'], cwd=tmp_path, env=env, columns=200).stdout
     assert 'raise ValueError(f"cannot handle {item}")' in full
-

@@ -85,7 +85,9 @@ def test_reviewer_focus_syntax_errors_and_other_files():
     assert broken.verdict == 'needs_work'
     assert broken.findings[0].line == 2 and broken.findings[0].message.startswith('invalid-syntax: ')
     assert review_source('notes.md', '# not python') == Review(
-        path='notes.md', verdict='ok', findings=[],
+        path='notes.md',
+        verdict='ok',
+        findings=[],
         summary='Not a Python file: the offline reviewer only runs ruff on Python source.',
     )
 

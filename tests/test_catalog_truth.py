@@ -214,8 +214,11 @@ def test_fork_answers_are_checked_against_the_callee_return_type(make_harness: A
         return Mood(label='happy')
 
     run_id = h.run_sync('m = await mood()\nm["label"]').run_id
-    with pytest.raises(WorkflowError, match=r"answer given for call #1 is refused: mood returned dict, but its "
-                                            r"stub promises Mood .*'happy' or 'sad'"):
+    with pytest.raises(
+        WorkflowError,
+        match=r'answer given for call #1 is refused: mood returned dict, but its '
+        r"stub promises Mood .*'happy' or 'sad'",
+    ):
         h.fork_sync(run_id, at=1, result={'label': 'ecstatic'})
     assert h.fork_sync(run_id, at=1, result={'label': 'sad'}).value == 'sad'
     assert ran == ['mood']
@@ -318,8 +321,10 @@ def test_the_orchestrator_budget_continues_on_resume(tmp_path: Path) -> None:
 
 
 def journal_of(h: Harness, run_id: str) -> list[tuple[Any, ...]]:
-    return [(c.seq, c.callee, json.dumps(c.arguments), c.status, json.dumps(c.result), c.source)
-            for c in h.store.calls(run_id)]  # type: ignore[union-attr]
+    return [
+        (c.seq, c.callee, json.dumps(c.arguments), c.status, json.dumps(c.result), c.source)
+        for c in h.store.calls(run_id)
+    ]  # type: ignore[union-attr]
 
 
 def test_a_gather_past_the_budget_fails_the_same_way_every_time(make_harness: Any) -> None:
@@ -367,7 +372,9 @@ def test_a_failure_inside_a_gather_cancels_the_rest_the_same_way_every_time(make
         journals.add(tuple(journal_of(h, info.value.run_id)))
     (journal,) = journals
     assert [(row[1], row[3], row[4]) for row in journal] == [
-        ('slow', 'cancelled', 'null'), ('blocking', 'ok', '20'), ('fail_now', 'error', 'null'),
+        ('slow', 'cancelled', 'null'),
+        ('blocking', 'ok', '20'),
+        ('fail_now', 'error', 'null'),
         ('slow', 'cancelled', 'null'),
     ]
     assert finished == ['blocking'] * 20  # awaited, and its result journaled
@@ -430,8 +437,13 @@ def test_two_processes_resuming_one_run(tmp_path: Path) -> None:
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
 
     def resumer() -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, '-c', RESUMER, str(store), run_id, str(gate)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, '-c', RESUMER, str(store), run_id, str(gate)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     winner = resumer()
     assert winner.stdout is not None and winner.stdout.readline().strip() == 'entered', winner.stderr

@@ -149,16 +149,23 @@ def first_run(cli: Cli, work: Path, env: dict[str, str]) -> tuple[str, Any]:
 # -- the installed console script, as a real process ------------------------------------------------
 
 
-def test_the_console_script_runs_a_workflow(work: Path, offline_env: Callable[..., dict[str, str]],
-                                             tmp_path: Path) -> None:
+def test_the_console_script_runs_a_workflow(
+    work: Path, offline_env: Callable[..., dict[str, str]], tmp_path: Path
+) -> None:
     """The entry point itself: `harness` on PATH, its exit status and its two streams."""
-    proc = subprocess.run([HARNESS, 'exec', 'good.py'], cwd=work, env=offline_env(HARNESS_STORE=str(tmp_path / 'r.db')),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [HARNESS, 'exec', 'good.py'],
+        cwd=work,
+        env=offline_env(HARNESS_STORE=str(tmp_path / 'r.db')),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and 'Traceback' not in proc.stderr, f'{proc.returncode}\n{proc.stdout}\n{proc.stderr}'
     assert '→ #1 list_files' in proc.stdout and '✓ #2 summarizer' in proc.stdout
     match = RUN_LINE.search(proc.stdout)
     assert match and match['calls'] == '2', proc.stdout
-    value = json.loads(proc.stdout[proc.stdout.index('{'):proc.stdout.index(f'run {match["id"]}')])
+    value = json.loads(proc.stdout[proc.stdout.index('{') : proc.stdout.index(f'run {match["id"]}')])
     assert value['files'] == ['bad.py', 'good.py']
 
 
@@ -171,7 +178,7 @@ def test_exec_prints_the_value_live_calls_and_run_id(first_run: tuple[str, Any])
     assert '→ #1 list_files' in out and '→ #2 summarizer' in out
     assert '✓ #2 summarizer' in out
     # The value, pretty-printed JSON between the live lines and the run line.
-    body = out[out.index('{'):out.index(f'run {run_id}')]
+    body = out[out.index('{') : out.index(f'run {run_id}')]
     value = json.loads(body)
     assert value['files'] == ['bad.py', 'good.py']
     assert 'Tests keep the code honest' in value['summary']
@@ -219,8 +226,11 @@ def test_agents_prints_the_catalog(cli: Cli, work: Path, env: dict[str, str]) ->
     lines = out.splitlines()
     for signature in BUILTIN_SIGNATURES:
         assert signature in lines, signature
-    assert re.search(r"^async def reviewer\(\*, path: str, source: str, focus: Literal\[.*\] = 'all'\) -> Review:$",
-                     out, re.MULTILINE)
+    assert re.search(
+        r"^async def reviewer\(\*, path: str, source: str, focus: Literal\[.*\] = 'all'\) -> Review:$",
+        out,
+        re.MULTILINE,
+    )
     # Structured outputs are declared as TypedDicts the script can index.
     for typed in ('class Review(TypedDict):', 'class Finding(TypedDict):', 'class Score(TypedDict):'):
         assert typed in lines
@@ -247,7 +257,8 @@ def test_custom_subagents_from_the_agents_option(cli: Cli, tmp_path: Path) -> No
     assert SHOUTER in lines  # a pydantic-ai Agent becomes `(*, task: str) -> <output>`
     assert 'async def reviewer(' in catalog.stdout  # the built-ins are still there
     assert json.loads(ok(cli(['exec', 'flow.py', '--json', *opt], cwd=tmp_path, env=env)))['value'] == [
-        'bonjour', 'hallo'
+        'bonjour',
+        'hallo',
     ]
     wrong = failed(cli(['check', 'wrong.py', *opt], cwd=tmp_path, env=env))
     assert 'wrong.py:1:' in wrong.stdout and 'invalid-argument-type' in wrong.stdout
@@ -323,7 +334,7 @@ def test_agents_marks_calls_that_need_approval(cli: Cli, tmp_path: Path) -> None
     )
     env = {'HARNESS_STORE': str(tmp_path / 'r.db')}
     out = ok(cli(['agents', '--plain', '--agents', 'gated:h'], cwd=tmp_path, env=env))
-    stub = out[out.index('async def send_email'):].split('\n    ...\n')[0]
+    stub = out[out.index('async def send_email') :].split('\n    ...\n')[0]
     assert 'Send an email.' in stub and 'Needs approval: a person must approve each call before it runs' in stub
 
 
@@ -354,7 +365,7 @@ def test_ask_reviews_the_sample_project_offline(cli: Cli, work: Path) -> None:
     assert any(re.match(r'\s*→ #1 list_files\(', line) for line in lines)
     assert any(re.match(r'\s*→ #\d+ reviewer\(', line) for line in lines)
     assert any(re.match(r'\s*✓ #\d+ summarizer ', line) for line in lines)
-    answer = out[out.index('Reviewed 5 file(s)'):]
+    answer = out[out.index('Reviewed 5 file(s)') :]
     assert 'order_parser.py:22' in answer and 'eval(' in answer
     assert '== None' in answer  # inventory.py's comparison to None
     run_line = RUN_LINE.search(out)
@@ -399,8 +410,9 @@ def test_ask_with_only_a_base_url_uses_the_one_model_the_server_serves(cli: Cli,
 
 
 def test_exec_shows_a_scripts_progress_and_its_json_keeps_it(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / 'flow.py').write_text('phase("list")\nfiles = await list_files(pattern="*.md")\nlog("listed")\n'
-                                      'len(files)\n')
+    (tmp_path / 'flow.py').write_text(
+        'phase("list")\nfiles = await list_files(pattern="*.md")\nlog("listed")\nlen(files)\n'
+    )
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
     out = ok(cli(['exec', 'flow.py'], cwd=tmp_path, env=env))
     assert '▸ list' in out and '│ listed' in out
@@ -413,8 +425,10 @@ def test_ask_shows_a_scripts_progress_live_and_show_prints_it_again(cli: Cli, tm
     """`log`/`phase` lines appear among the calls as the script runs, and `harness show` (and `--json`) keeps them."""
     from fake_openai import FakeOpenAI, Turn
 
-    script = ('phase("scan")\nfiles = await list_files(pattern="*.md")\nlog(f"found {len(files)} notes")\n'
-              'phase("done")\nlen(files)\n')
+    script = (
+        'phase("scan")\nfiles = await list_files(pattern="*.md")\nlog(f"found {len(files)} notes")\n'
+        'phase("done")\nlen(files)\n'
+    )
     (tmp_path / 'a.md').write_text('a')
     fake = FakeOpenAI([Turn(script=script), Turn(chunks=['one note'])])
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db'), 'HARNESS_BASE_URL': fake.base_url}
@@ -423,8 +437,10 @@ def test_ask_shows_a_scripts_progress_live_and_show_prints_it_again(cli: Cli, tm
     finally:
         fake.close()
     lines = [line.strip() for line in out.splitlines()]
-    scan, listed, found, done = (next(i for i, line in enumerate(lines) if line.startswith(mark))
-                                 for mark in ('▸ scan', '✓ #2 list_files', '│ found 1 notes', '▸ done'))
+    scan, listed, found, done = (
+        next(i for i, line in enumerate(lines) if line.startswith(mark))
+        for mark in ('▸ scan', '✓ #2 list_files', '│ found 1 notes', '▸ done')
+    )
     assert scan < listed < found < done, out  # in the order the script ran, among the calls
     run_id = RUN_LINE.search(out)
     assert run_id and run_id['calls'] == '1', out  # progress is not a call
@@ -432,17 +448,22 @@ def test_ask_shows_a_scripts_progress_live_and_show_prints_it_again(cli: Cli, tm
     assert 'progress:' in shown and '#1 ▸ scan' in shown and '#3 │ found 1 notes' in shown and '#4 ▸ done' in shown
     assert 'progress:log' not in shown  # not listed among the calls
     as_json = json.loads(ok(cli(['show', run_id['id'], '--json'], cwd=tmp_path, env=env)))
-    assert as_json['progress'] == [{'kind': 'phase', 'text': 'scan', 'seq': 1},
-                                   {'kind': 'log', 'text': 'found 1 notes', 'seq': 3},
-                                   {'kind': 'phase', 'text': 'done', 'seq': 4}]
+    assert as_json['progress'] == [
+        {'kind': 'phase', 'text': 'scan', 'seq': 1},
+        {'kind': 'log', 'text': 'found 1 notes', 'seq': 3},
+        {'kind': 'phase', 'text': 'done', 'seq': 4},
+    ]
     assert as_json['progress_dropped'] == 0
 
 
-@pytest.mark.parametrize(('models', 'path', 'needles'), [
-    ([], '', ('serves no model', 'HARNESS_MODEL')),
-    (['llama3.2', 'qwen2.5'], '', ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
-    (['m'], '/elsewhere', ('/elsewhere/models answered HTTP 404', 'HARNESS_MODEL')),
-])
+@pytest.mark.parametrize(
+    ('models', 'path', 'needles'),
+    [
+        ([], '', ('serves no model', 'HARNESS_MODEL')),
+        (['llama3.2', 'qwen2.5'], '', ('2 models', 'llama3.2, qwen2.5', 'HARNESS_MODEL')),
+        (['m'], '/elsewhere', ('/elsewhere/models answered HTTP 404', 'HARNESS_MODEL')),
+    ],
+)
 def test_a_base_url_whose_server_does_not_name_one_model_is_a_one_line_error(
     cli: Cli, tmp_path: Path, models: list[str], path: str, needles: tuple[str, ...]
 ) -> None:
@@ -510,7 +531,7 @@ def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_ru
     # The calls: sequence, callee, script line, status, source.
     assert re.search(r'^\s*1\s+list_files\s+1\s+ok\s+\S+\s+live', out, re.MULTILINE), out
     assert re.search(r'^\s*2\s+summarizer\s+2\s+ok\s+\S+\s+live', out, re.MULTILINE), out
-    value = json.loads(out[out.index('value:') + len('value:'):])
+    value = json.loads(out[out.index('value:') + len('value:') :])
     assert value['files'] == ['bad.py', 'good.py']
     assert re.search(r'sub-agents: [\d,]+ in / [\d,]+ out tokens', out), out  # the summarizer's tokens
     assert ok(by_prefix) == out  # a unique prefix names the same run
@@ -534,16 +555,16 @@ def test_runs_show_and_trace(cli: Cli, work: Path, env: dict[str, str], first_ru
 
 def test_replay_and_fork(cli: Cli, work: Path, env: dict[str, str], first_run: tuple[str, Any]) -> None:
     run_id, result = first_run
-    original = result.stdout[result.stdout.index('{'):result.stdout.index(f'run {run_id}')]
+    original = result.stdout[result.stdout.index('{') : result.stdout.index(f'run {run_id}')]
     out = ok(cli(['replay', run_id], cwd=work, env=env))
     assert '(replayed)' in out and '(answered)' not in out
-    value = out[out.index('{'):out.index('replayed run')]
+    value = out[out.index('{') : out.index('replayed run')]
     assert json.loads(value) == json.loads(original)
     assert f'replayed run {run_id} · 2 call(s)' in out
 
     out = ok(cli(['fork', run_id, '--at', '2', '--result', '"a different summary"'], cwd=work, env=env))
     assert '✓ #2 summarizer' in out and '(answered)' in out
-    value = json.loads(out[out.index('{'):out.index('forked run')])
+    value = json.loads(out[out.index('{') : out.index('forked run')])
     assert value == {'files': ['bad.py', 'good.py'], 'summary': 'a different summary'}
     forked = re.search(r'forked run (\w+) · 2 call\(s\)', out)
     assert forked and forked[1] != run_id
@@ -587,10 +608,7 @@ def test_catalog_options_stand_where_the_command_puts_them_and_arrive_as_one_whe
     @app.command()
     @catalog_options
     def probe(
-        name: Annotated[str, typer.Argument()],
-        *,
-        where: Where,
-        plain: Annotated[bool, typer.Option('--plain')] = False,
+        name: Annotated[str, typer.Argument()], *, where: Where, plain: Annotated[bool, typer.Option('--plain')] = False
     ) -> None:
         got.append((name, where, plain))
 
@@ -639,7 +657,7 @@ class Terminal:
             data = re.sub(r'\x1b\[[0-9;?]*[A-Za-z]', '', data)  # colours
             self.pending += data
             self.transcript += data
-        seen, self.pending = self.pending[: match.end()], self.pending[match.end():]
+        seen, self.pending = self.pending[: match.end()], self.pending[match.end() :]
         return seen
 
     def send(self, data: bytes) -> None:
@@ -687,8 +705,11 @@ def test_chat_turns_and_ctrl_c_cancels_the_running_workflow(
     term.send(b'write a poem about tests\r')
     term.expect(r'→ #1 drafter', 30)
     term.send(b'\x03')
-    cancelled = term.expect(r'cancelled · run ([0-9a-f]{7,}) stopped after \d+ call\(s\); finish its script: '
-                            r'harness resume \1\s*\r?\n[\s\S]*?' + PROMPT, 30)
+    cancelled = term.expect(
+        r'cancelled · run ([0-9a-f]{7,}) stopped after \d+ call\(s\); finish its script: '
+        r'harness resume \1\s*\r?\n[\s\S]*?' + PROMPT,
+        30,
+    )
     assert 'orchestrator>' not in cancelled and 'Traceback' not in cancelled
     assert term.proc.poll() is None  # still running, back at the prompt
     # The sleeping sub-agent was cancelled (it says so in a file as it stops), not left running.
@@ -722,8 +743,11 @@ def scripted(respond: Callable[..., Any]) -> Any:
             if isinstance(part, TextPart):
                 yield part.content
             elif isinstance(part, ToolCallPart):
-                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
-                                        tool_call_id=part.tool_call_id)}
+                yield {
+                    0: DeltaToolCall(
+                        name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                    )
+                }
 
     return FunctionModel(respond, stream_function=stream, model_name='scripted')
 
@@ -744,10 +768,12 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
         returned = [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
         if returned:  # answer with the script's value
             return ModelResponse(parts=[TextPart(str(returned[-1].content))])
-        prompts = [p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
-                   if isinstance(p, UserPromptPart)]
-        answers = [p.content for m in messages if isinstance(m, ModelResponse) for p in m.parts
-                   if isinstance(p, TextPart)]
+        prompts = [
+            p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, UserPromptPart)
+        ]
+        answers = [
+            p.content for m in messages if isinstance(m, ModelResponse) for p in m.parts if isinstance(p, TextPart)
+        ]
         histories.append([str(p) for p in prompts])
         code = 'await list_files(pattern="*.txt")\n'  # one call, so the turn's footer names its run
         if not answers:
@@ -762,8 +788,21 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
         harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
-    session = ['write a haiku about tests', '/script', '/runs', '/trace', 'now only its first line, \\', 'loudly',
-               '/retry', '/model nonsense', '/model', '/help', '/nope', '/exit', 'never sent']
+    session = [
+        'write a haiku about tests',
+        '/script',
+        '/runs',
+        '/trace',
+        'now only its first line, \\',
+        'loudly',
+        '/retry',
+        '/model nonsense',
+        '/model',
+        '/help',
+        '/nope',
+        '/exit',
+        'never sent',
+    ]
     out = ok(cli(['chat'], cwd=tmp_path, env=env, input='\n'.join(session) + '\n', columns=120))
     assert 'model: scripted' in out
     assert 'green checks in a row / the suite hums / merge before rain' in out
@@ -775,7 +814,7 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     ]
     assert [calls for _, calls in RUN_LINE.findall(out)] == ['1', '1', '1']
     first_run = RUN_LINE.findall(out)[0][0]
-    after_script = out[out.index('you> script · attempt 1'):]
+    after_script = out[out.index('you> script · attempt 1') :]
     assert 'lines = ["green checks in a row"' in after_script  # /script: the last turn's script
     assert re.search(rf'^\s*{first_run}\s.*completed', out, re.M)  # /runs
     assert re.search(rf'run_workflow {first_run}\w+', out)  # /trace
@@ -795,8 +834,9 @@ def test_chat_history_slash_commands_and_continue(cli: Cli, tmp_path: Path, monk
     one_line_error(cli(['chat', 'ffffffff', '--continue'], cwd=tmp_path, env=env), "no conversation 'ffffffff'")
 
 
-def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chat_renders_a_markdown_heading_without_its_hashes(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An answer's headings are headings on the terminal, as bold (and the first level underlined) lines, not
     the Markdown source: no `#` is left in front of them."""
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -813,8 +853,15 @@ def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: 
     monkeypatch.setattr(
         harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
-    out = ok(cli(['chat'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, input='report\n/exit\n',
-                 columns=100))
+    out = ok(
+        cli(
+            ['chat'],
+            cwd=tmp_path,
+            env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
+            input='report\n/exit\n',
+            columns=100,
+        )
+    )
     lines = [line.strip() for line in out.splitlines()]
     assert 'Findings' in lines and 'Next steps' in lines and 'Later' in lines, out
     assert not [line for line in lines if line.startswith('#')], out
@@ -826,10 +873,16 @@ def test_chat_renders_a_markdown_heading_without_its_hashes(cli: Cli, tmp_path: 
 
 def test_a_model_that_cannot_be_used_is_one_line(cli: Cli, tmp_path: Path) -> None:
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
-    one_line_error(cli(['ask', 'hi', '--model', 'nonsense'], cwd=tmp_path, env=env),
-                   "unknown model 'nonsense'", '--model openai:gpt-4.1-mini')
-    one_line_error(cli(['ask', 'hi', '--model', 'openai:gpt-4o'], cwd=tmp_path, env=env),
-                   "cannot use model 'openai:gpt-4o'", 'OPENAI_API_KEY')
+    one_line_error(
+        cli(['ask', 'hi', '--model', 'nonsense'], cwd=tmp_path, env=env),
+        "unknown model 'nonsense'",
+        '--model openai:gpt-4.1-mini',
+    )
+    one_line_error(
+        cli(['ask', 'hi', '--model', 'openai:gpt-4o'], cwd=tmp_path, env=env),
+        "cannot use model 'openai:gpt-4o'",
+        'OPENAI_API_KEY',
+    )
     one_line_error(cli(['chat', '--model', 'nonsense'], cwd=tmp_path, env=env), "unknown model 'nonsense'")
 
 
@@ -867,15 +920,17 @@ def test_runs_filters_json_rm_and_short_ids(cli: Cli, tmp_path: Path) -> None:
     full = ok(cli(['runs', '--full'], cwd=tmp_path, env=env))
     assert good in full and bad in full
     assert ok(cli(['show', good[:7], '--json'], cwd=tmp_path, env=env)) == ok(
-        cli(['show', good, '--json'], cwd=tmp_path, env=env))
+        cli(['show', good, '--json'], cwd=tmp_path, env=env)
+    )
 
     assert f'deleted run {bad}' in ok(cli(['rm', bad[:7]], cwd=tmp_path, env=env))
     assert [r['run_id'] for r in json.loads(ok(cli(['runs', '--json'], cwd=tmp_path, env=env)))] == [good]
     one_line_error(cli(['rm', bad], cwd=tmp_path, env=env), f"no run '{bad}'")
 
 
-def test_show_call_full_and_replay_positions(cli: Cli, work: Path, env: dict[str, str],
-                                             first_run: tuple[str, Any]) -> None:
+def test_show_call_full_and_replay_positions(
+    cli: Cli, work: Path, env: dict[str, str], first_run: tuple[str, Any]
+) -> None:
     run_id, _ = first_run
     call = ok(cli(['show', run_id, '--call', '2'], cwd=work, env=env))
     assert '#2 summarizer' in call and '"task": "Tests keep the code honest."' in call
@@ -891,7 +946,7 @@ def test_show_call_full_and_replay_positions(cli: Cli, work: Path, env: dict[str
     assert re.search(r'K is one of \d+(, \d+)*', error), error
 
 
-BIG_MODULE = '''\
+BIG_MODULE = """\
 from harness import Harness
 
 big = Harness(store=":memory:")
@@ -905,7 +960,7 @@ async def long_text(*, n: int) -> str:
 @big.tool
 async def many(*, n: int) -> list[int]:
     return list(range(n))
-'''
+"""
 
 
 def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
@@ -915,17 +970,22 @@ def test_show_full_prints_every_result_whole(cli: Cli, tmp_path: Path) -> None:
     (tmp_path / 'flow.py').write_text('text = await long_text(n=5000)\nnumbers = await many(n=30)\nlen(text)\n')
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
     run_id = json.loads(ok(cli(['exec', 'flow.py', '--json', '--agents', 'bigmod:big'], cwd=tmp_path, env=env)))[
-        'run_id']
+        'run_id'
+    ]
     whole = ok(cli(['show', run_id, '--full'], cwd=tmp_path, env=env))
     assert '"' + 'a' * 5000 + 'END"' in whole
-    assert ''.join(whole.split()).count('[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,'
-                                        '28,29]') == 1
+    assert (
+        ''.join(whole.split()).count(
+            '[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29]'
+        )
+        == 1
+    )
     assert 'more' not in whole and '…' not in whole
     short = ''.join(ok(cli(['show', run_id], cwd=tmp_path, env=env)).split())
     assert 'a' * 5000 not in short and '(5,003chars)' in short and '…10more]' in short
 
 
-MARKED_MODULE = '''\
+MARKED_MODULE = """\
 from pathlib import Path
 
 from harness import Harness
@@ -942,7 +1002,7 @@ async def eligible(*, ticket: str) -> bool:
 @marked.tool
 async def refund(*, ticket: str) -> str:
     return "refunded"
-'''
+"""
 
 
 def test_trace_mermaid_builds_no_catalog_for_a_run_that_stored_its_own(cli: Cli, tmp_path: Path) -> None:
@@ -1000,13 +1060,15 @@ async def wait_forever(*, what: str) -> str:
 '''
 
 
-def test_cancel_stops_a_run_in_another_process(cli: Cli, tmp_path: Path, spawn: Callable[..., Any],
-                                               offline_env: Callable[..., dict[str, str]]) -> None:
+def test_cancel_stops_a_run_in_another_process(
+    cli: Cli, tmp_path: Path, spawn: Callable[..., Any], offline_env: Callable[..., dict[str, str]]
+) -> None:
     (tmp_path / 'blocking.py').write_text(BLOCKING_MODULE)
     (tmp_path / 'flow.py').write_text('a = await list_files(pattern="*.py")\nawait wait_forever(what="x")\n')
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
-    child = spawn([HARNESS, 'exec', 'flow.py', '--agents', 'blocking:wait_forever'], cwd=tmp_path,
-                  env=offline_env(**env))
+    child = spawn(
+        [HARNESS, 'exec', 'flow.py', '--agents', 'blocking:wait_forever'], cwd=tmp_path, env=offline_env(**env)
+    )
     child.expect('  → #2 wait_forever')
     [running] = json.loads(ok(cli(['runs', '--json', '--status', 'running'], cwd=tmp_path, env=env)))
     out = ok(cli(['cancel', running['run_id'][:7]], cwd=tmp_path, env=env))
@@ -1023,8 +1085,9 @@ def test_cancel_stops_a_run_in_another_process(cli: Cli, tmp_path: Path, spawn: 
 
 # A real pty and a real process (3 s): the slow tier; the rendering itself is tested in-process above.
 @pytest.mark.slow
-def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Terminal],
-                                            offline_env: Callable[..., dict[str, str]]) -> None:
+def test_ask_streams_markdown_on_a_terminal(
+    tmp_path: Path, terminal: list[Terminal], offline_env: Callable[..., dict[str, str]]
+) -> None:
     """`harness ask` on a pseudo-terminal against an OpenAI-compatible server that holds back: the spinner
     shows while the model has said nothing, the first Markdown lines render before the rest of the answer
     exists, then the rest (the server sends each part only once the terminal showed the previous one)."""
@@ -1036,8 +1099,9 @@ def test_ask_streams_markdown_on_a_terminal(tmp_path: Path, terminal: list[Termi
     script = 'files = await list_files(pattern="*.md")\nlen(files)\n'
     answer = ['# Findings\n\n', '- **first** point\n', '- second point with `code`\n']
     fake = FakeOpenAI([Turn(script=script, gates={0: started}), Turn(chunks=answer, gates={2: first_seen})])
-    env = offline_env(HARNESS_STORE=str(tmp_path / 'runs.db'), HARNESS_BASE_URL=fake.base_url,
-                      HARNESS_MODEL='fake-model')
+    env = offline_env(
+        HARNESS_STORE=str(tmp_path / 'runs.db'), HARNESS_BASE_URL=fake.base_url, HARNESS_MODEL='fake-model'
+    )
     try:
         term = Terminal([HARNESS, 'ask', 'summarise the notes'], tmp_path, env)
         terminal.append(term)
@@ -1088,7 +1152,7 @@ def test_ask_labels_attempts_shows_failed_checks_and_numbers_calls_across_the_tu
     first, second, third = (out.index(f'script · attempt {n}') for n in (1, 2, 3))
     assert first < out.index('→ #1 list_files') < out.index('✗ attempt 1 failed') < second
     assert 'ValueError' in out[first:second]
-    assert 'error[invalid-argument-type]' in out[out.index('✗ attempt 2 failed'):third]
+    assert 'error[invalid-argument-type]' in out[out.index('✗ attempt 2 failed') : third]
     assert '→ #' not in out[second:third]  # the check failed: nothing ran
     assert '→ #2 list_files' in out and '→ #3 read_file' in out and '✓ attempt 3 returned' in out
     assert 'third time lucky' in out
@@ -1119,13 +1183,14 @@ def test_ask_shows_the_calls_a_budget_refuses_as_they_happen(
     monkeypatch.setattr(
         harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
     )
-    out = ok(cli(['ask', 'summarise a lot'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')},
-                 columns=200))
+    out = ok(
+        cli(['ask', 'summarise a lot'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=200)
+    )
     refused = re.findall(r"^\s*⊘ summarizer\(task='(t\d+)'\) refused: (.*)$", out, re.M)
     assert [task for task, _ in refused] == ['t50', 't51'], out
     assert all(why.startswith('The sub-agent call budget (max_agent_calls=50) is spent') for _, why in refused)
     assert out.index('⊘ summarizer') < out.index('✓ attempt 1 returned')
-    told = ' '.join(out[out.index('told:'):].split())
+    told = ' '.join(out[out.index('told:') :].split())
     assert 'the sub-agent call budget (max_agent_calls=50) is spent' in told, told
     run_line = RUN_LINE.search(out)
     assert run_line and run_line['calls'] == '50', out  # the refused calls are not calls of the run
@@ -1175,18 +1240,19 @@ async def send_email(*, to: str, body: str) -> str:
     Path("sent.txt").write_text(f"{to}: {body}")
     return "sent to " + to
 '''
-APPROVAL_SCRIPT = '''\
+APPROVAL_SCRIPT = """\
 try:
     r = await send_email(to="ada@example.com", body="hi")
 except PermissionError as e:
     r = "refused: " + str(e)
 r
-'''
+"""
 
 
 @pytest.mark.parametrize('decision', ['approve', 'reject', 'no answer'])
-def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     decision: str) -> None:
+def test_a_call_that_needs_approval_is_asked_inline(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decision: str
+) -> None:
     """`ask` stops at a call that needs approval, asks the person, records the decision and goes on; with no
     one to answer, the run stays waiting for `harness approve`."""
     from pydantic_ai.messages import (
@@ -1231,8 +1297,11 @@ def test_a_call_that_needs_approval_is_asked_inline(cli: Cli, tmp_path: Path, mo
         [turn] = db.turns(conversation.conversation_id)
     assert turn.usage['requests'] == requests, turn.usage
     if decision != 'no answer':  # a waiting turn adds no messages to the conversation yet
-        served = [m for m in ModelMessagesTypeAdapter.validate_json(conversation.messages_json)
-                  if isinstance(m, ModelResponse)]
+        served = [
+            m
+            for m in ModelMessagesTypeAdapter.validate_json(conversation.messages_json)
+            if isinstance(m, ModelResponse)
+        ]
         assert turn.usage['input_tokens'] == sum(m.usage.input_tokens for m in served) and len(served) == requests
     assert f'orchestrator {requests} request(s), {turn.usage["input_tokens"]:,} in' in out, out
     if decision == 'approve':

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PROBE = '''
+PROBE = """
 import json, sys
 from harness._cli._app import app
 
@@ -33,20 +33,34 @@ for args in json.loads(sys.argv[1]):
 tracing = sys.modules.get("harness._tracing._setup")
 report["tracing"] = getattr(tracing, "_mode", None)
 print("REPORT " + json.dumps(report))
-'''
+"""
 
 
-def test_reading_runs_loads_no_model_stack(cli: Callable[..., Any], tmp_path: Path,
-                                           offline_env: Callable[..., dict[str, str]]) -> None:
+def test_reading_runs_loads_no_model_stack(
+    cli: Callable[..., Any], tmp_path: Path, offline_env: Callable[..., dict[str, str]]
+) -> None:
     (tmp_path / 'flow.py').write_text('await list_files(pattern="*.py")\n')
     env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
     ran = cli(['exec', 'flow.py', '--json'], cwd=tmp_path, env=env)
     assert ran.exit_code == 0, ran.describe()
     run_id = json.loads(ran.stdout)['run_id']
-    reading = [['--help'], ['runs'], ['runs', '--json', '--status', 'completed'], ['show', run_id],
-               ['show', run_id, '--json', '--call', '1'], ['trace', run_id], ['trace', run_id, '--json']]
-    probe = subprocess.run([sys.executable, '-c', PROBE, json.dumps([*reading, ['agents', '--plain']])],
-                           cwd=tmp_path, env=offline_env(**env), capture_output=True, text=True, timeout=120)
+    reading = [
+        ['--help'],
+        ['runs'],
+        ['runs', '--json', '--status', 'completed'],
+        ['show', run_id],
+        ['show', run_id, '--json', '--call', '1'],
+        ['trace', run_id],
+        ['trace', run_id, '--json'],
+    ]
+    probe = subprocess.run(
+        [sys.executable, '-c', PROBE, json.dumps([*reading, ['agents', '--plain']])],
+        cwd=tmp_path,
+        env=offline_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert probe.returncode == 0, probe.stderr
     report = json.loads(next(line for line in probe.stdout.splitlines() if line.startswith('REPORT '))[7:])
     for args in reading:

@@ -19,14 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
@@ -211,8 +204,10 @@ def test_allow_and_deny_per_run(h: Harness, refunds: list) -> None:
     with pytest.raises(PolicyViolation, match='check_entitlement is denied for this run'):
         h.run_sync('await check_entitlement(ticket_id="T-1")', deny=['check_entitlement'])
     with pytest.raises(PolicyViolation, match='issue_refund is not among the callees allowed'):
-        h.run_sync('e = await check_entitlement(ticket_id="T-1")\nawait issue_refund(ticket_id="T-1", cents=1)',
-                   allow=['check_entitlement'])
+        h.run_sync(
+            'e = await check_entitlement(ticket_id="T-1")\nawait issue_refund(ticket_id="T-1", cents=1)',
+            allow=['check_entitlement'],
+        )
     assert refunds == []
 
 
@@ -254,8 +249,12 @@ def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path
     store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
     markers.mkdir()
     env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
-    run = subprocess.Popen([sys.executable, str(WORKER), 'run', str(store), str(markers)], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [sys.executable, str(WORKER), 'run', str(store), str(markers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 90
         while not (markers / 'waiting').exists():  # the process is stopped between the check and the refunds
@@ -267,8 +266,13 @@ def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path
         run.wait()
     with RunStore(store) as db:
         (row,) = db.list_runs()
-    resumed = subprocess.run([sys.executable, str(WORKER), 'resume', str(store), str(markers), row.run_id],
-                             env=env, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, str(WORKER), 'resume', str(store), str(markers), row.run_id],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     mine, other = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert mine == 'refunded T-1'  # the resumed run knows the check of T-1 completed before the crash
@@ -278,7 +282,10 @@ def test_the_rule_holds_after_sigkill_and_resume_in_a_new_process(tmp_path: Path
     with RunStore(store) as db:
         calls = db.calls(row.run_id)
     assert [(c.callee, c.status) for c in calls] == [
-        ('check_entitlement', 'ok'), ('wait_here', 'ok'), ('issue_refund', 'refused'), ('issue_refund', 'ok'),
+        ('check_entitlement', 'ok'),
+        ('wait_here', 'ok'),
+        ('issue_refund', 'refused'),
+        ('issue_refund', 'ok'),
     ]
 
 
@@ -312,9 +319,11 @@ def test_one_check_authorises_one_refund_even_under_fan_out(make_harness: Any, r
     assert refunds == [('T-1', 400)]  # 400 cents, not 2,800
     refused = [c for c in result.calls if c.status == 'refused']
     assert len(refused) == 6 and 'each authorises one call' in (refused[0].error or '')
-    two = h.run_sync('a = await check_entitlement(ticket_id="T-2")\nb = await check_entitlement(ticket_id="T-2")\n'
-                     'rs = await settle_all(*[issue_refund(ticket_id="T-2", cents=1) for _ in range(3)])\n'
-                     '[r["ok"] for r in rs]')
+    two = h.run_sync(
+        'a = await check_entitlement(ticket_id="T-2")\nb = await check_entitlement(ticket_id="T-2")\n'
+        'rs = await settle_all(*[issue_refund(ticket_id="T-2", cents=1) for _ in range(3)])\n'
+        '[r["ok"] for r in rs]'
+    )
     assert two.value == [True, True, False]  # two checks, two refunds
 
 
@@ -322,24 +331,31 @@ def test_a_check_a_once_rule_counts_runs_each_time_it_is_called(make_harness: An
     """An identical check is not answered from the earlier one (`reuse_results`): that would let one check that ran
     authorise a refund per repeat of it, in this script or a later one of the orchestrator run."""
     h = desk(make_harness(), refunds, ONCE_RULE)
-    script = ('for i in range(3):\n    e = await check_entitlement(ticket_id="T-1")\n'
-              '    await issue_refund(ticket_id="T-1", cents=500 + i)\n')
+    script = (
+        'for i in range(3):\n    e = await check_entitlement(ticket_id="T-1")\n'
+        '    await issue_refund(ticket_id="T-1", cents=500 + i)\n'
+    )
     result = h.run_sync(script)
     checks = [c.source for c in result.calls if c.callee == 'check_entitlement']
     assert checks == ['live'] * 3  # three checks ran, three refunds paid
     assert len(refunds) == 3
     assert '- Except check_entitlement: each call runs (and is charged)' in WorkflowToolset(h).description()
     plain = desk(make_harness(), [])  # a check no once= rule counts is still reused
-    assert [c.source for c in plain.run_sync(script).calls if c.callee == 'check_entitlement'] == ['live', 'reused',
-                                                                                                  'reused']
+    assert [c.source for c in plain.run_sync(script).calls if c.callee == 'check_entitlement'] == [
+        'live',
+        'reused',
+        'reused',
+    ]
 
 
 def test_a_once_refusal_says_call_again_only_when_a_check_was_spent(make_harness: Any, refunds: list) -> None:
-    """"Call it again" is the fix only when a check that would have authorised the call was consumed: after a check
+    """ "Call it again" is the fix only when a check that would have authorised the call was consumed: after a check
     that said no (or whose condition raised), calling it again gets the same answer, and the script loops."""
     h = desk(make_harness(), refunds, ONCE_RULE)
-    script = ('e = await check_entitlement(ticket_id="T-NO")\ntry:\n    await issue_refund(ticket_id="T-NO", cents=5)\n'
-              'except PermissionError as exc:\n    r = str(exc)\nr')
+    script = (
+        'e = await check_entitlement(ticket_id="T-NO")\ntry:\n    await issue_refund(ticket_id="T-NO", cents=5)\n'
+        'except PermissionError as exc:\n    r = str(exc)\nr'
+    )
     said_no = h.run_sync(script).value
     assert 'again' not in said_no and said_no.endswith('Call check_entitlement first.')
     twice = script.replace('T-NO', 'T-1').replace('try:', 'await issue_refund(ticket_id="T-1", cents=1)\ntry:')
@@ -423,8 +439,10 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
         paid.append(n)
         return n
 
-    script = ('await check(k="a")\nfirst = await pay(k="a", n=1)\ntry:\n    second = await pay(k="a", n=2)\n'
-              'except PermissionError:\n    second = "refused"\n[first, second]')
+    script = (
+        'await check(k="a")\nfirst = await pay(k="a", n=1)\ntry:\n    second = await pay(k="a", n=2)\n'
+        'except PermissionError:\n    second = "refused"\n[first, second]'
+    )
 
     def interrupted() -> str:
         async def go() -> None:  # runs `script` as it is when called
@@ -446,8 +464,9 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
     run_id = interrupted()
     assert h.resume_sync(run_id, answers={2: 7}).value == [7, 'refused']
     assert paid == [1]
-    script = ('await check(k="b")\ntry:\n    r = await pay(k="b", n=3)\nexcept PermissionError as exc:\n'
-              '    r = str(exc)\nr')
+    script = (
+        'await check(k="b")\ntry:\n    r = await pay(k="b", n=3)\nexcept PermissionError as exc:\n    r = str(exc)\nr'
+    )
     hanging.append('check')
     run_id = interrupted()  # now the check hangs: resumed with a person's answer for it (`--answer 1=true`)
     assert 'The check result of call #1 was supplied, not run' in h.resume_sync(run_id, answers={1: True}).value
@@ -468,8 +487,10 @@ def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
         paid.append(n)
         return n
 
-    script = ('await check(k="a")\nout = []\nfor n in (1, 2, 3):\n    try:\n        out.append(await pay(k="a", n=n))\n'
-              '    except PermissionError:\n        out.append("refused")\nout')
+    script = (
+        'await check(k="a")\nout = []\nfor n in (1, 2, 3):\n    try:\n        out.append(await pay(k="a", n=n))\n'
+        '    except PermissionError:\n        out.append("refused")\nout'
+    )
     result = h.run_sync(script)
     h.reject(result.run_id, 2, reason='not this one')
     result = h.resume_sync(result.run_id)
@@ -500,8 +521,9 @@ def test_a_supplied_answer_does_not_authorise_a_side_effect(make_harness: Any, r
     assert again.calls[0].source == 'answered'  # still supplied: neither a fork nor a resume launders it
     assert all('was supplied, not run' in text for text in again.value)  # the rule comes before any answer
     assert refunds == []
-    trusting = desk(make_harness(), refunds, After('check_entitlement', when=lambda r: r['eligible'], once=True,
-                                                   trust_answers=True))
+    trusting = desk(
+        make_harness(), refunds, After('check_entitlement', when=lambda r: r['eligible'], once=True, trust_answers=True)
+    )
     first = trusting.run_sync(script)
     assert trusting.fork_sync(first.run_id, at=1, result={'eligible': True}).value[0] == 'refunded T-NO'
     assert refunds == [('T-NO', 5)]
@@ -509,8 +531,10 @@ def test_a_supplied_answer_does_not_authorise_a_side_effect(make_harness: Any, r
 
 def test_a_changed_predicate_is_a_catalog_change(tmp_path: Path, refunds: list) -> None:
     store = str(tmp_path / 'runs.db')
-    script = ('e = await check_entitlement(ticket_id="T-NO")\nawait pause_here(i=1)\ntry:\n'
-              '    r = await issue_refund(ticket_id="T-NO", cents=5)\nexcept PermissionError:\n    r = "refused"\nr')
+    script = (
+        'e = await check_entitlement(ticket_id="T-NO")\nawait pause_here(i=1)\ntry:\n'
+        '    r = await issue_refund(ticket_id="T-NO", cents=5)\nexcept PermissionError:\n    r = "refused"\nr'
+    )
     with desk(Harness(store=store), refunds, REFUND_RULE, gated=True) as h:
         result = h.run_sync(script)
         assert result.status == 'waiting'
@@ -534,12 +558,22 @@ def test_an_unchanged_catalog_resumed_in_a_fresh_process_is_no_change(tmp_path: 
     function is named, not followed into its module's caches), so the resume is admitted."""
     store = str(tmp_path / 'runs.db')
     worker = str(Path(__file__).parent / 'helpers' / 'predicate_worker.py')
-    run = subprocess.run([sys.executable, worker, 'run', store], env=offline_env(PYTHONHASHSEED='1'),
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, worker, 'run', store],
+        env=offline_env(PYTHONHASHSEED='1'),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     run_id = run.stdout.strip().splitlines()[-1]
-    resumed = subprocess.run([sys.executable, worker, 'resume', store, run_id], env=offline_env(PYTHONHASHSEED='2'),
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, worker, 'resume', store, run_id],
+        env=offline_env(PYTHONHASHSEED='2'),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout.strip().splitlines()[-1]) == 'refunded T-1'
 
@@ -589,6 +623,7 @@ def assert_settings_objects_are_read_as_data(fingerprint: Any) -> None:
         assert fingerprint(under(make(max_cents=1500))) == fingerprint(under(make(max_cents=1500)))
         assert fingerprint(under(make(max_cents=1500))) != fingerprint(under(make(max_cents=99999)))
     assert fingerprint(Limits(1500).allows) == fingerprint(Limits(1500).allows) != fingerprint(Limits(99999).allows)
+
     @dataclasses.dataclass
     class Node:
         other: Any = None
@@ -597,8 +632,9 @@ def assert_settings_objects_are_read_as_data(fingerprint: Any) -> None:
     first.other = Node(first)  # data that holds itself through its fields: a cycle, named
     assert fingerprint(lambda r: r is first.other) == fingerprint(lambda r: r is first.other)
     tier = Tier.SILVER
-    assert fingerprint(lambda r: r['cents'] <= tier.value) != fingerprint((lambda t: lambda r: r['cents'] <= t.value)(
-        Tier.GOLD))
+    assert fingerprint(lambda r: r['cents'] <= tier.value) != fingerprint(
+        (lambda t: lambda r: r['cents'] <= t.value)(Tier.GOLD)
+    )
 
 
 def test_a_predicates_fingerprint_follows_its_code_and_plain_data() -> None:
@@ -635,8 +671,10 @@ def test_identical_calls_stop_at_the_same_count_when_resumed_at_every_step(make_
 
 
 def test_refusals_are_counted_across_resumes(make_harness: Any, refunds: list) -> None:
-    script = ('for i in range(300):\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=1)\n'
-              '    except PermissionError:\n        pass\n    if i % 10 == 9:\n        await pause_here(i=i)\n')
+    script = (
+        'for i in range(300):\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=1)\n'
+        '    except PermissionError:\n        pass\n    if i % 10 == 9:\n        await pause_here(i=i)\n'
+    )
     h = desk(make_harness(), refunds, gated=True)
     stopped, resumes = until_done(h, h.run_sync(script))
     assert isinstance(stopped, WorkflowError) and 'stopped after 100 refused calls' in stopped.message
@@ -644,8 +682,10 @@ def test_refusals_are_counted_across_resumes(make_harness: Any, refunds: list) -
 
 
 def test_the_same_failure_with_drifting_arguments_stops_as_stuck(make_harness: Any, refunds: list) -> None:
-    script = ('i = 0\nwhile True:\n    i += 1\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=0)\n'
-              '    except RuntimeError:\n        pass\n')
+    script = (
+        'i = 0\nwhile True:\n    i += 1\n    try:\n        await issue_refund(ticket_id="T-" + str(i), cents=0)\n'
+        '    except RuntimeError:\n        pass\n'
+    )
     lenient = desk(make_harness(), refunds, ())
     with pytest.raises(WorkflowError, match='looks stuck') as info:
         lenient.run_sync(script)
@@ -785,7 +825,7 @@ def test_check_warns_and_strict_refuses(make_harness: Any, refunds: list) -> Non
 
 def test_the_stubs_and_the_tool_description_tell_the_model(h: Harness) -> None:
     stubs = h.stubs()
-    refund = stubs[stubs.index('async def issue_refund'):]
+    refund = stubs[stubs.index('async def issue_refund') :]
     assert 'Side effects: it changes something outside the script.' in refund
     assert 'Requires a successful check_entitlement(...) earlier in the run with the same ticket_id' in refund
     assert 'class PermissionError(OSError)' in stubs
@@ -920,8 +960,10 @@ def test_mermaid_draws_the_possible_calls_and_the_path_taken(corpus_harness: Har
 
 
 def test_mermaid_draws_a_gathers_calls_and_the_edges_out_of_it_as_taken(corpus_harness: Harness) -> None:
-    script = ('import asyncio\nx = await fetch(key="first")\n'
-              'a, b = await asyncio.gather(ping(i=1), ping(i=2))\nawait fetch(key="after")')
+    script = (
+        'import asyncio\nx = await fetch(key="first")\n'
+        'a, b = await asyncio.gather(ping(i=1), ping(i=2))\nawait fetch(key="after")'
+    )
     result = corpus_harness.run_sync(script)
     assert [(c.callee, c.line) for c in result.calls] == [('fetch', 2), ('ping', 3), ('ping', 3), ('fetch', 4)]
     chart = corpus_harness.analyze(script).mermaid(taken=[(c.callee, c.line) for c in result.calls])
@@ -934,8 +976,9 @@ def test_mermaid_draws_a_gathers_calls_and_the_edges_out_of_it_as_taken(corpus_h
 
 def test_mermaid_path_of_a_gather_in_a_loop_starts_both_calls_from_what_ran_before(corpus_harness: Harness) -> None:
     """The calls of one gather are siblings, not each other's predecessors through the loop's edge back."""
-    script = ('import asyncio\nfor x in {turns}:\n    await asyncio.gather(ping(i=x), fetch(key="k"))\n'
-              'await lookup(q="q")')
+    script = (
+        'import asyncio\nfor x in {turns}:\n    await asyncio.gather(ping(i=x), fetch(key="k"))\nawait lookup(q="q")'
+    )
     gather = {('n0', 'n2'), ('n1', 'n2'), ('n2', 'end')}
     once = corpus_harness.run_sync(script.format(turns='[1]'))
     assert [(c.callee, c.line) for c in once.calls] == [('ping', 3), ('fetch', 3), ('lookup', 4)]
@@ -957,7 +1000,7 @@ def test_mermaid_path_of_a_loop_follows_each_turn(corpus_harness: Harness) -> No
 
 # -- the command line ------------------------------------------------------------------------------
 
-DESK_MODULE = '''
+DESK_MODULE = """
 from harness import After, Harness
 h = Harness()
 
@@ -968,7 +1011,7 @@ async def check_entitlement(*, ticket_id: str) -> dict[str, bool]:
 @h.tool(side_effect=True, requires=After("check_entitlement", same=("ticket_id",)))
 async def issue_refund(*, ticket_id: str, cents: int) -> str:
     return "ok"
-'''
+"""
 
 
 @pytest.fixture
@@ -1042,8 +1085,10 @@ def test_the_audit_names_an_unguarded_irreversible_callee_plainly(make_harness: 
     email = next(c for c in report.callees if c.name == 'send_email')
     assert 'a person approves each call before it runs' in email.guards[0]
     refund = next(c for c in report.callees if c.name == 'issue_refund')
-    assert refund.guards[0].endswith("; a check_entitlement result supplied rather than run (a fork's result=, --answer"
-                                     ', an eval baseline) does not count (checked at each call, before it runs)')
+    assert refund.guards[0].endswith(
+        "; a check_entitlement result supplied rather than run (a fork's result=, --answer"
+        ', an eval baseline) does not count (checked at each call, before it runs)'
+    )
     assert any('approval=True: at the same point' in where for where in report.enforcement)
     assert report.as_json()['findings'] == [finding]
     assert audit(desk(make_harness(), refunds)).text().startswith('What can hurt: nothing found')
@@ -1082,8 +1127,10 @@ def test_the_audit_suspects_a_sub_agent_whose_own_tools_can_change_the_world(mak
     report = audit(h)
     assert report.possibly_irreversible == ['janitor']
     (finding,) = report.findings
-    assert finding.startswith('janitor: possibly irreversible: its own agent has tools (delete_rows, list_rows, '
-                              'truncate) that run when it runs, and it was registered without side_effect=')
+    assert finding.startswith(
+        'janitor: possibly irreversible: its own agent has tools (delete_rows, list_rows, '
+        'truncate) that run when it runs, and it was registered without side_effect='
+    )
     assert 'Register it with side_effect=True' in finding
     assert report.as_json()['possibly_irreversible'] == ['janitor']
     assert 'Possibly irreversible (sub-agents with tools of their own, no side_effect= given): janitor' in report.text()
@@ -1102,9 +1149,9 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     report = strict.check(script)
     assert not report.ok
     assert report.errors == (  # what the script can do first: a model reads it, and cannot change the Harness
-        "workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so "
-        "strict mode refuses every script that can reach it: leave drop_table out of the script. (Its owner can give "
-        "it requires= or approval=True where it is registered, or allow it by name: "
+        'workflow.py:line 2: drop_table is irreversible (side_effect=True) and has no guard and no approval, so '
+        'strict mode refuses every script that can reach it: leave drop_table out of the script. (Its owner can give '
+        'it requires= or approval=True where it is registered, or allow it by name: '
         "Harness(strict=True, allow_unguarded=['drop_table']).)"
     )
     with pytest.raises(WorkflowTypeError, match=r"strict mode.*\n.*allow_unguarded=\['drop_table'\]"):
@@ -1116,8 +1163,11 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     allowed = ops_desk(make_harness(strict=True, allow_unguarded=['drop_table']), refunds, dropped)
     assert allowed.allow_unguarded == frozenset({'drop_table'}) and allowed.check(script).ok
     assert allowed.run_sync(script).value == 'dropped users' and dropped == ['users']
-    with pytest.raises(UserError, match=r"allow_unguarded takes a list of callee names, e.g. "
-                                        r"allow_unguarded=\['drop_table'\]"):
+    with pytest.raises(
+        UserError,
+        match=r'allow_unguarded takes a list of callee names, e.g. '
+        r"allow_unguarded=\['drop_table'\]",
+    ):
         make_harness(allow_unguarded='drop_table')
     with pytest.raises(UserError, match='allow_unguarded takes a list of callee names'):
         make_harness(allow_unguarded=5)
@@ -1140,8 +1190,10 @@ def test_cli_trace_mermaid_draws_an_untaken_branch_from_the_runs_own_catalog(cli
     no `--agents` to draw it."""
     from harness._cli._app import app
 
-    script = ('e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    done = "no refund"\n'
-              'else:\n    done = await issue_refund(ticket_id="T", cents=1)\ndone\n')
+    script = (
+        'e = await check_entitlement(ticket_id="T")\nif e["eligible"]:\n    done = "no refund"\n'
+        'else:\n    done = await issue_refund(ticket_id="T", cents=1)\ndone\n'
+    )
     (cli_project / 'branch.py').write_text(script)
     runner = CliRunner()
     ran = runner.invoke(app, ['exec', 'branch.py', '--json', '--agents', 'deskmod:h'])

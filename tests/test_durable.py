@@ -38,9 +38,26 @@ from crash_worker import CALLS, EXPECTED, SCRIPT, build  # noqa: E402
 # executing. Before and inside the first gather, between and inside later ones, and around the one
 # side-effecting call (#31): journaled but not started, executing, done but not journaled.
 MOMENTS = [
-    'started:1', 'callee:1', 'finished:1', 'finished:3', 'started:4', 'callee:8', 'finished:9', 'started:13',
-    'callee:14', 'finished:15', 'started:16', 'finished:18', 'callee:20', 'started:22', 'finished:24',
-    'callee:27', 'finished:30', 'started:31', 'callee:31', 'finished:31',
+    'started:1',
+    'callee:1',
+    'finished:1',
+    'finished:3',
+    'started:4',
+    'callee:8',
+    'finished:9',
+    'started:13',
+    'callee:14',
+    'finished:15',
+    'started:16',
+    'finished:18',
+    'callee:20',
+    'started:22',
+    'finished:24',
+    'callee:27',
+    'finished:30',
+    'started:31',
+    'callee:31',
+    'finished:31',
 ]
 # The default tier: nothing has run yet; mid-run, a callee of a gather executing; the last result of a
 # gather computed, not yet journaled; the side effect in flight; the side effect done, not journaled.
@@ -127,9 +144,7 @@ def in_flight(moments: list[str]) -> set[str]:
 
 
 @pytest.fixture(scope='module')
-def crashed(
-    spawn: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[list[Crashed], Any]]:
+def crashed(spawn: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Crashed], Any]]:
     """The default tier's crashed runs (and the tampering tests' sources), and a resuming process
     started alongside, so its imports overlap the crashing process's work."""
     server = spawn([sys.executable, str(WORKER), 'serve'], env=worker_env())
@@ -184,8 +199,9 @@ def test_sigkill_at_staggered_instants_then_resume_in_a_new_process(spawn: Calla
     assert child.wait(timeout=300) == -signal.SIGKILL, child.describe()
     started = [line.split() for line in ''.join(child.stdout).splitlines() if line.startswith('run ')]
     assert started, child.describe()
-    runs = [Crashed(tmp_path / f'runs{i}.db', tmp_path / f'markers{i}', run_id, f'instant {i}')
-            for _, i, run_id in started]
+    runs = [
+        Crashed(tmp_path / f'runs{i}.db', tmp_path / f'markers{i}', run_id, f'instant {i}') for _, i, run_id in started
+    ]
     assert_resumes_exactly_once(server, runs)
     server.finish()
 
@@ -204,8 +220,10 @@ def test_uncrashed_run_replays_without_calling_anything_and_detects_divergence(t
         assert {c.source for c in replayed.calls} == {'replayed'}
         # Edit the stored script to call something else at position 4: the run's seal no longer matches.
         with sqlite3.connect(tmp_path / 'runs.db') as db:
-            db.execute('UPDATE runs SET script = ? WHERE run_id = ?',
-                       (SCRIPT.replace('slow(i=3 * r + 1)', 'slow(i=3 * r + 7)'), result.run_id))
+            db.execute(
+                'UPDATE runs SET script = ? WHERE run_id = ?',
+                (SCRIPT.replace('slow(i=3 * r + 1)', 'slow(i=3 * r + 7)'), result.run_id),
+            )
         with pytest.raises(SnapshotError, match='was modified after it was written'):
             h.replay_sync(result.run_id)
         assert len(list(markers.iterdir())) == before
@@ -255,18 +273,21 @@ def tamper(db_path: Path, run_id: str, change, *, as_if_written: bool = False) -
     as a blob genuinely written that way (by a newer harness, or copied whole from another store) would have."""
     with sqlite3.connect(db_path) as db:
         (snap_id, blob), *_ = db.execute(
-            'SELECT id, blob FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_id,)).fetchall()
+            'SELECT id, blob FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_id,)
+        ).fetchall()
         new = change(bytes(blob))
         db.execute('UPDATE snapshots SET blob = ? WHERE id = ?', (new, snap_id))
         if as_if_written:
-            db.execute('UPDATE snapshots SET size = ?, digest = ? WHERE id = ?',
-                       (len(new), hashlib.sha256(new).hexdigest(), snap_id))
+            db.execute(
+                'UPDATE snapshots SET size = ?, digest = ? WHERE id = ?',
+                (len(new), hashlib.sha256(new).hexdigest(), snap_id),
+            )
     db.close()
 
 
 def tamper_sources(crashed: tuple[list[Crashed], Any]) -> list[Crashed]:
     runs, _ = crashed
-    return runs[len(REPRESENTATIVE):]
+    return runs[len(REPRESENTATIVE) :]
 
 
 @pytest.mark.parametrize(
@@ -312,7 +333,7 @@ def test_a_blob_from_another_store_is_refused(crashed: tuple[list[Crashed], Any]
     assert markers_by_call(markers) == Counter()
 
 
-SHARED_STORE_WRITER = '''\
+SHARED_STORE_WRITER = """\
 import sys
 from harness import Harness
 h = Harness(store=sys.argv[1])
@@ -325,7 +346,7 @@ for i in range(15):
     h.run_sync("a = await inc(x=1)\\nb = await inc(x=a)\\nb")
 h.close()
 print('done', flush=True)
-'''
+"""
 
 
 def test_two_processes_share_one_store_without_losing_rows(spawn: Callable[..., Any], make_harness, tmp_path: Path):
@@ -417,7 +438,6 @@ def wait_until_dead(pids: list[int], timeout: float = 30) -> None:
             os.close(fd)
 
 
-
 @pytest.mark.parametrize('entry', ['chat', 'api'])
 def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
     spawn: Callable[..., Any], cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
@@ -432,11 +452,18 @@ def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
 
     store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
     markers.mkdir()
-    env = {**worker_env(), 'EFFECTS_MARKERS': str(markers), 'EFFECTS_HANG': '1',
-           'PYTHONPATH': os.pathsep.join([str(WORKER.parent), os.environ.get('PYTHONPATH', '')])}
+    env = {
+        **worker_env(),
+        'EFFECTS_MARKERS': str(markers),
+        'EFFECTS_HANG': '1',
+        'PYTHONPATH': os.pathsep.join([str(WORKER.parent), os.environ.get('PYTHONPATH', '')]),
+    }
     conversation = ['conv-T1'] if entry == 'api' else []
-    child = spawn([sys.executable, str(WORKER.parent / 'effects_worker.py'), entry, str(store), *conversation],
-                  env=env, cwd=tmp_path)
+    child = spawn(
+        [sys.executable, str(WORKER.parent / 'effects_worker.py'), entry, str(store), *conversation],
+        env=env,
+        cwd=tmp_path,
+    )
     if entry == 'chat':
         child.send(effects_worker.PROMPT)
     child.expect('journaled')  # the refund's result is journaled: the sandbox has it and called follow_up
@@ -453,8 +480,13 @@ def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
     if entry == 'chat':
         choice = ModelChoice(effects_worker.model(), 'scripted', demo=False)
         monkeypatch.setattr(harness._cli._shared, 'choose_model', lambda *a, **k: choice)
-        out = cli(['chat', '--continue', '--agents', 'effects_worker:catalog', '--store', str(store)], cwd=tmp_path,
-                  input=effects_worker.PROMPT + '\n', env={'EFFECTS_MARKERS': str(markers)}, columns=200)
+        out = cli(
+            ['chat', '--continue', '--agents', 'effects_worker:catalog', '--store', str(store)],
+            cwd=tmp_path,
+            input=effects_worker.PROMPT + '\n',
+            env={'EFFECTS_MARKERS': str(markers)},
+            columns=200,
+        )
         assert out.exit_code == 0, out.describe()
         assert f'run {dead.run_id} of an earlier turn was interrupted after 2 call(s)' in out.stdout
     else:
@@ -469,7 +501,9 @@ def test_a_turn_killed_after_its_refund_then_asked_again_refunds_once(
     assert 'started but never finished, outcome unknown: #2 follow_up({"ticket":"T-1"})' in told
     [returned] = effects_worker.RETURNED
     assert returned['result'] == 'refunded T-1'
-    assert ('refund({"ticket":"T-1"}) was not run again: it already succeeded in an earlier script of this '
-            f'conversation (run {dead.run_id}, #1)') in returned['note']
+    assert (
+        'refund({"ticket":"T-1"}) was not run again: it already succeeded in an earlier script of this '
+        f'conversation (run {dead.run_id}, #1)'
+    ) in returned['note']
     with RunStore(store) as db:
         assert db.get_run(dead.run_id).status == 'interrupted'  # still there to resume; never run over

@@ -13,13 +13,7 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness import (
-    BudgetExceeded,
-    CallEvent,
-    WorkflowError,
-    WorkflowRuntimeError,
-    WorkflowTypeError,
-)
+from harness import BudgetExceeded, CallEvent, WorkflowError, WorkflowRuntimeError, WorkflowTypeError
 from harness._settings import Settings
 
 
@@ -214,8 +208,7 @@ def test_call_caps_are_exact_per_callee(make_harness):
     stats = counting_agent(h)
     other = counting_agent(h, name='other')
     result = h.run_sync(
-        'rs = await settle_all(*[work(i=i) for i in range(6)], *[other(i=i) for i in range(4)])\n'
-        '[r["ok"] for r in rs]'
+        'rs = await settle_all(*[work(i=i) for i in range(6)], *[other(i=i) for i in range(4)])\n[r["ok"] for r in rs]'
     )
     assert stats['calls'] == 2
     assert other['calls'] == 4
@@ -232,8 +225,10 @@ def test_every_budget_refusal_names_the_budget_that_refused_it(make_harness):
     def ping() -> int:
         return 1
 
-    result = h.run_sync('rs = await settle_all(work(i=1), work(i=2), other(i=1), other(i=2), ping(), ping())\n'
-                        '[r.get("error") for r in rs]')
+    result = h.run_sync(
+        'rs = await settle_all(work(i=1), work(i=2), other(i=1), other(i=2), ping(), ping())\n'
+        '[r.get("error") for r in rs]'
+    )
     ok_1, cap, ok_2, agents, ok_3, tools = result.value
     assert ok_1 is None and ok_2 is None and ok_3 is None
     assert cap.startswith("The call cap for work (call_caps['work']=1) is spent"), cap
@@ -266,8 +261,9 @@ def test_calls_a_budget_refuses_are_shown_live_and_not_journaled(make_harness):
         events.append(event)
         live(event)
 
-    result = h.run_sync('rs = await settle_all(*[work(i=i) for i in range(4)])\n[r["ok"] for r in rs]',
-                        on_event=on_event)
+    result = h.run_sync(
+        'rs = await settle_all(*[work(i=i) for i in range(4)])\n[r["ok"] for r in rs]', on_event=on_event
+    )
     assert result.value == [True, True, False, False]
     refused = [e for e in events if e.kind == 'refused']
     assert [(e.seq, e.arguments) for e in refused] == [(0, {'i': 2}), (0, {'i': 3})]
@@ -447,7 +443,8 @@ def test_dict_keys_json_can_hold_become_its_strings_and_the_result_says_so(make_
     assert stats['calls'] == 2
     assert seen == [{'1': 'a', 'null': 'b'}]  # an argument crosses by the same rule
     assert result.value == {
-        'by_index': {'0': 10, '1': 20}, 'mixed': {'2.5': 1, 'false': 2, 'null': 3},
+        'by_index': {'0': 10, '1': 20},
+        'mixed': {'2.5': 1, 'false': 2, 'null': 3},
         'kept': {'7': 'seven', '8': {'1': 'a', 'null': 'b'}},
     }
     note = result.note or ''
@@ -551,8 +548,13 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     h = make_harness(max_agent_calls=7, call_caps={'fetch': 2}, strict=True, task_queue='q')
     twin = make_harness(max_agent_calls=7, call_caps={'fetch': 2}, strict=True, task_queue='q')
     assert h.settings == twin.settings and h.settings.call_caps is not twin.settings.call_caps  # its own copies
-    assert (h.max_agent_calls, h.call_caps, h.strict, h.task_queue, h.store_path) == (7, {'fetch': 2}, True, 'q',
-                                                                                     ':memory:')
+    assert (h.max_agent_calls, h.call_caps, h.strict, h.task_queue, h.store_path) == (
+        7,
+        {'fetch': 2},
+        True,
+        'q',
+        ':memory:',
+    )
     for field in dataclasses.fields(Settings):
         assert getattr(h, field.name) is getattr(h.settings, field.name)
         with pytest.raises(AttributeError):

@@ -65,14 +65,14 @@ def h(make_harness: Any, writer: Writer) -> Harness:
     return h
 
 
-SCRIPT = '''\
+SCRIPT = """\
 import asyncio
 first = await asyncio.gather(writer(task="x"), writer(task="y"), writer(task="z"))
 for i in range(4):
     if i % 2 == 0:
         await writer(task=str(i))
     await topics()
-'''
+"""
 
 
 def test_the_estimate_is_never_below_a_real_runs_calls_and_cost(h: Harness, writer: Writer) -> None:
@@ -108,8 +108,9 @@ def test_unbounded_calls_or_an_unbounded_call_say_so(make_harness: Any, writer: 
 
     e = h.estimate('for t in await topics():\n    await writer(task=t)')
     assert e.calls == {'topics': 1, 'writer': None} and e.cost_usd is None and e.unpriced == []
-    assert e.reasons == ['writer: unbounded calls (a loop without a literal bound, recursion, or a function used '
-                         'as a value)']
+    assert e.reasons == [
+        'writer: unbounded calls (a loop without a literal bound, recursion, or a function used as a value)'
+    ]
     # A host tool called without bound still costs nothing, so it leaves the worst case a number.
     assert h.estimate('for t in await topics():\n    await topics()').cost_usd == 0.0
 
@@ -118,8 +119,9 @@ def test_unbounded_calls_or_an_unbounded_call_say_so(make_harness: Any, writer: 
     loose.add_agent(Agent(FunctionModel(writer, model_name='gpt-4o'), name='writer'))
     e = loose.estimate('await writer(task="x")')
     assert e.calls == {'writer': 1} and e.cost_usd is None and e.unpriced == []
-    assert e.reasons[0].startswith('writer: unbounded per call: no token limit bounds a call: set '
-                                   'sub_agent_usage_limits')
+    assert e.reasons[0].startswith(
+        'writer: unbounded per call: no token limit bounds a call: set sub_agent_usage_limits'
+    )
     assert 'worst case: unbounded' in e.text()
 
 
@@ -144,8 +146,10 @@ def test_unpriced_callees_are_named_never_free(make_harness: Any) -> None:
     assert "anonymous: unpriced: genai-prices has no price for 'function:<lambda>:': give it cost=" in e.reasons
     assert 'helper: unpriced: what a sub-agent function calls is not known: give it cost=' in e.reasons
     assert 'worst case: unpriced' in e.text() and 'helper: 1 call x unpriced (sub-agent function)' in e.text()
-    follower = h.add_agent(Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]), model_name='gpt-4o'),
-                                 name='follower'), inherit_model=True)
+    follower = h.add_agent(
+        Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('x')]), model_name='gpt-4o'), name='follower'),
+        inherit_model=True,
+    )
     assert follower.name == 'follower'
     e = h.estimate('await follower(task="a")')
     assert e.unpriced == ['follower']  # its own model is not the one it runs on
@@ -160,8 +164,11 @@ def test_unpriced_callees_are_named_never_free(make_harness: Any) -> None:
 def test_a_real_model_is_priced_offline_from_its_limits() -> None:
     gpt = OpenAIChatModel('gpt-4o', provider=OpenAIProvider(api_key='not-used'))
     both = model_ceiling(gpt, UsageLimits(input_tokens_limit=1000, output_tokens_limit=100))
-    assert (both.usd, both.source, both.unpriced) == (pytest.approx(1000 * GPT_4O_IN + 100 * GPT_4O_OUT),
-                                                      'gpt-4o (genai-prices)', False)
+    assert (both.usd, both.source, both.unpriced) == (
+        pytest.approx(1000 * GPT_4O_IN + 100 * GPT_4O_OUT),
+        'gpt-4o (genai-prices)',
+        False,
+    )
     # Only a total: every token priced as the dearer kind (output, here).
     assert model_ceiling(gpt, UsageLimits(total_tokens_limit=1000)).usd == pytest.approx(1000 * GPT_4O_OUT)
     # Input capped, total larger: the rest of the total goes to output.

@@ -92,8 +92,9 @@ def orchestrator_model(*, bad_first: bool = False) -> FunctionModel:
             findings = value['findings'] if isinstance(value, dict) else []
             head = 'Findings:' if 'terse' in instructions else 'The review found these problems:'
             return ModelResponse(parts=[TextPart('\n'.join([head, *findings]))])
-        prompt = next(p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts
-                      if p.part_kind == 'user-prompt')
+        prompt = next(
+            p.content for m in messages if isinstance(m, ModelRequest) for p in m.parts if p.part_kind == 'user-prompt'
+        )
         paths = re.findall(r'\w+\.py', str(prompt))
         if bad_first and not returned:
             return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': 'await no_such_agent()'})])
@@ -117,8 +118,10 @@ def dataset() -> Dataset[Any, Any, Any]:
 
 def results(result: Any) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """Per case: its scores and its assertions, as values."""
-    return {c.name: ({k: v.value for k, v in c.scores.items()}, {k: v.value for k, v in c.assertions.items()})
-            for c in result.report.cases}
+    return {
+        c.name: ({k: v.value for k, v in c.scores.items()}, {k: v.value for k, v in c.assertions.items()})
+        for c in result.report.cases
+    }
 
 
 @pytest.fixture
@@ -135,10 +138,26 @@ def test_every_case_is_run_scored_and_stored(world):
     result = h.evaluate_sync(dataset(), model=orchestrator_model())
     assert not result.report.failures
     assert results(result) == {
-        'both': ({'expected_found': 1.0}, {'mentions_expected': True, 'MaxCalls': True, 'MaxRetries': True,
-                                           'MaxRefusals': True, 'MaxBudgetUsed': True}),
-        'one': ({'expected_found': 1.0}, {'mentions_expected': True, 'MaxCalls': True, 'MaxRetries': True,
-                                          'MaxRefusals': True, 'MaxBudgetUsed': True}),
+        'both': (
+            {'expected_found': 1.0},
+            {
+                'mentions_expected': True,
+                'MaxCalls': True,
+                'MaxRetries': True,
+                'MaxRefusals': True,
+                'MaxBudgetUsed': True,
+            },
+        ),
+        'one': (
+            {'expected_found': 1.0},
+            {
+                'mentions_expected': True,
+                'MaxCalls': True,
+                'MaxRetries': True,
+                'MaxRefusals': True,
+                'MaxBudgetUsed': True,
+            },
+        ),
     }
     both = next(c for c in result.report.cases if c.name == 'both')
     # 2 reviews + 1 summary; the summarizer's request and the orchestrator's two are counted with their tokens.
@@ -165,8 +184,9 @@ def test_changed_instructions_show_in_the_diff(world):
     """The issue's first "done when": two evals that differ in the orchestrator's instructions, and the diff."""
     h, _ = world
     before = h.evaluate_sync(dataset(), model=orchestrator_model())
-    after = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='Review for bugs only.',
-                            baseline=before.eval_id)
+    after = h.evaluate_sync(
+        dataset(), model=orchestrator_model(), instructions='Review for bugs only.', baseline=before.eval_id
+    )
     # With focus='bugs' the reviewer reports fewer findings: 'both' misses a.py:9, 'one' still finds b.py:1.
     assert results(after)['both'][0] == {'expected_found': pytest.approx(2 / 3)}
     assert results(after)['both'][1]['mentions_expected'] is False
@@ -196,8 +216,9 @@ def test_reuse_calls_pays_only_for_the_calls_that_change(world):
     h, w = world
     baseline = h.evaluate_sync(dataset(), model=orchestrator_model())
     runs_before, summaries_before = len(w.reviews), w.summaries
-    reused = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='Be terse.',
-                             reuse_calls=baseline.eval_id)
+    reused = h.evaluate_sync(
+        dataset(), model=orchestrator_model(), instructions='Be terse.', reuse_calls=baseline.eval_id
+    )
     assert len(w.reviews) == runs_before and w.summaries == summaries_before  # counted at the callees
     assert reused.live_agent_calls == 0 and reused.live_calls == 0
     assert reused.reused_calls == baseline.calls == 5
@@ -213,11 +234,13 @@ def test_reuse_calls_pays_only_for_the_calls_that_change(world):
     assert {c.source for c in calls} == {'baseline'} and reused.cases[0].stats.agent_calls == 3
     # Changed scripts: focus='bugs' makes every review a new call, and the summary of 'both' too (fewer
     # findings); 'one' finds the same with either focus, so its summary is the same call and is reused.
-    changed = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='bugs only',
-                              reuse_calls=reused.eval_id)
+    changed = h.evaluate_sync(
+        dataset(), model=orchestrator_model(), instructions='bugs only', reuse_calls=reused.eval_id
+    )
     assert changed.reused_calls == 1 and changed.live_agent_calls == 4
-    one_more = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='bugs only, terse',
-                               reuse_calls=changed.eval_id)
+    one_more = h.evaluate_sync(
+        dataset(), model=orchestrator_model(), instructions='bugs only, terse', reuse_calls=changed.eval_id
+    )
     assert one_more.live_calls == 0 and results(one_more) == results(changed)
 
 
@@ -227,8 +250,13 @@ def test_side_effecting_callees_run_live_unless_marked_safe(world):
     assert len(w.notified) == 2
     again = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='notify', reuse_calls=baseline.eval_id)
     assert len(w.notified) == 4 and again.live_calls == 2 and again.live_agent_calls == 0
-    safe = h.evaluate_sync(dataset(), model=orchestrator_model(), instructions='notify', reuse_calls=baseline.eval_id,
-                           reuse_side_effects=['notify'])
+    safe = h.evaluate_sync(
+        dataset(),
+        model=orchestrator_model(),
+        instructions='notify',
+        reuse_calls=baseline.eval_id,
+        reuse_side_effects=['notify'],
+    )
     assert len(w.notified) == 4 and safe.live_calls == 0
 
 
@@ -258,8 +286,9 @@ def test_a_journal_edited_in_the_store_is_not_reused(make_harness, tmp_path):
     baseline = h.evaluate_sync(dataset(), model=orchestrator_model())
     forged = next(c for c in baseline.cases if c.name == 'one').stats.run_ids[0]
     with sqlite3.connect(tmp_path / 'runs.db') as db:
-        db.execute("UPDATE calls SET result_json = '[\"b.py:1 FORGED\"]' WHERE run_id = ? AND callee = 'reviewer'",
-                   (forged,))
+        db.execute(
+            "UPDATE calls SET result_json = '[\"b.py:1 FORGED\"]' WHERE run_id = ? AND callee = 'reviewer'", (forged,)
+        )
     again = h.evaluate_sync(dataset(), model=orchestrator_model(), reuse_calls=baseline.eval_id)
     one = next(c for c in again.cases if c.name == 'one')
     assert one.stats.reused_calls == 0 and one.stats.live_agent_calls == 2  # its whole run was distrusted
@@ -300,12 +329,19 @@ def test_refusals_retries_and_limits_are_scored(make_harness):
     cases = Dataset(
         name='limits',
         cases=[Case(name='both', inputs='review a.py and b.py', expected_output='a.py:3 S307')],
-        evaluators=[MaxRetries(), MaxRefusals(), MaxCalls(max_calls=3, kind='agent'), MaxTokens(max_tokens=1),
-                    MaxWallTime(max_seconds=600), MaxBudgetUsed(max_fraction=0.5), MaxCost(max_usd=1.0),
-                    MentionsExpected(), Contains(value='problems')],
+        evaluators=[
+            MaxRetries(),
+            MaxRefusals(),
+            MaxCalls(max_calls=3, kind='agent'),
+            MaxTokens(max_tokens=1),
+            MaxWallTime(max_seconds=600),
+            MaxBudgetUsed(max_fraction=0.5),
+            MaxCost(max_usd=1.0),
+            MentionsExpected(),
+            Contains(value='problems'),
+        ],
     )
-    result = h.evaluate_sync(cases, model=orchestrator_model(bad_first=True), instructions='notify',
-                             deny=['notify'])
+    result = h.evaluate_sync(cases, model=orchestrator_model(bad_first=True), instructions='notify', deny=['notify'])
     assert not result.report.failures, result.report.failures
     case = result.report.cases[0]
     assertions = {name: (r.value, r.reason) for name, r in case.assertions.items()}
@@ -348,8 +384,9 @@ def test_the_example_eval_runs_offline_then_reuses_every_call(cli, tmp_path):
     assert 'Offline demo mode' in first and 'Evaluation Summary' in first
     for case in ('whole_project', 'order_parser', 'inventory', 'clean_file'):
         assert case in first
-    summary = re.search(r'eval (\w+) · 4 case\(s\), 0 failed · assertions 100% · (\d+) call\(s\): (\d+) live, 0 reused',
-                        first)
+    summary = re.search(
+        r'eval (\w+) · 4 case\(s\), 0 failed · assertions 100% · (\d+) call\(s\): (\d+) live, 0 reused', first
+    )
     assert summary is not None and summary[2] == summary[3], first
     eval_id, calls = summary[1], summary[2]
     run = re.search(r'whole_project: run (\w+)', first)
@@ -360,8 +397,22 @@ def test_the_example_eval_runs_offline_then_reuses_every_call(cli, tmp_path):
     # New instructions from a file, and the first eval's calls reused: the demo planner writes the same
     # scripts, so nothing runs live, and the scores are the first eval's.
     (tmp_path / 'instructions.md').write_text('You review code. Be brief.\n')
-    second = ok(cli(['eval', str(EXAMPLE), '--store', store, '--reuse-calls', eval_id[:7], '--instructions',
-                     str(tmp_path / 'instructions.md')], cwd=REPO, columns=200))
+    second = ok(
+        cli(
+            [
+                'eval',
+                str(EXAMPLE),
+                '--store',
+                store,
+                '--reuse-calls',
+                eval_id[:7],
+                '--instructions',
+                str(tmp_path / 'instructions.md'),
+            ],
+            cwd=REPO,
+            columns=200,
+        )
+    )
     assert f'Evaluation Diff: {eval_id[:7]} →' in second and 'instructions: default → sha256:' in second
     assert f'{calls} call(s): 0 live, {calls} reused from eval {eval_id}' in second
     assert f'against eval {eval_id}: unchanged: 4' in second
@@ -377,17 +428,21 @@ def test_eval_mistakes_are_one_line_errors(cli, tmp_path):
     (tmp_path / 'bad.yaml').write_text('name: bad\ncases:\n  - name: a\n    inputs: x\n    evaluators: [NoSuchCheck]\n')
     one_line_error(cli(['eval', 'bad.yaml', '--store', store], cwd=tmp_path), 'bad.yaml', 'NoSuchCheck')
     (tmp_path / 'broken.yaml').write_text('name: b\ncases:\n  - name: a\n    expected_output: [a:1 [x] B, c]\n')
-    one_line_error(cli(['eval', 'broken.yaml', '--store', store], cwd=tmp_path), 'broken.yaml is not valid YAML',
-                   'line 4')
+    one_line_error(
+        cli(['eval', 'broken.yaml', '--store', store], cwd=tmp_path), 'broken.yaml is not valid YAML', 'line 4'
+    )
     (tmp_path / 'junk.yaml').write_text('cases: 3\n')
     one_line_error(cli(['eval', 'junk.yaml', '--store', store], cwd=tmp_path), 'junk.yaml is not a pydantic-evals')
     (tmp_path / 'ok.yaml').write_text('name: ok\ncases:\n  - name: a\n    inputs: {question: x}\n')
-    one_line_error(cli(['eval', 'ok.yaml', '--store', store, '--baseline', 'nope'], cwd=tmp_path),
-                   "no stored eval 'nope'", 'harness evals')
+    one_line_error(
+        cli(['eval', 'ok.yaml', '--store', store, '--baseline', 'nope'], cwd=tmp_path),
+        "no stored eval 'nope'",
+        'harness evals',
+    )
     # A case whose inputs are not a prompt fails on its own; the eval still ends, stored, and exits 1.
     result = cli(['eval', 'ok.yaml', '--store', store], cwd=tmp_path, columns=200)
     assert result.exit_code == 1 and not result.traceback, result.describe()
-    assert "inputs must be the prompt" in result.stdout and '1 case(s), 1 failed' in result.stdout
+    assert 'inputs must be the prompt' in result.stdout and '1 case(s), 1 failed' in result.stdout
 
 
 def test_a_failed_assertion_says_which_and_why(cli, tmp_path):
@@ -398,7 +453,8 @@ def test_a_failed_assertion_says_which_and_why(cli, tmp_path):
         'name: tight\ncases:\n  - name: inventory\n'
         '    inputs: review the code in examples/sample_project/inventory.py\n'
         '    expected_output: [inventory.py:25, nothing like this]\n'
-        '    evaluators: [MentionsExpected, {MaxCalls: 1}, MaxRetries]\n')
+        '    evaluators: [MentionsExpected, {MaxCalls: 1}, MaxRetries]\n'
+    )
     result = cli(['eval', str(tmp_path / 'tight.yaml'), '--store', store], cwd=REPO, columns=200)
     assert result.exit_code == 1 and not result.traceback, result.describe()
     out = result.stdout
@@ -416,8 +472,16 @@ def test_the_example_dataset_loads_with_its_schema():
     assert [c.name for c in dataset.cases] == ['whole_project', 'order_parser', 'inventory', 'clean_file']
     schema = json.loads((EXAMPLE.parent / 'review_schema.json').read_text())
     names = json.dumps(schema)
-    for evaluator in ('MentionsExpected', 'MaxCalls', 'MaxBudgetUsed', 'MaxRefusals', 'MaxRetries', 'MaxTokens',
-                      'MaxCost', 'MaxWallTime'):
+    for evaluator in (
+        'MentionsExpected',
+        'MaxCalls',
+        'MaxBudgetUsed',
+        'MaxRefusals',
+        'MaxRetries',
+        'MaxTokens',
+        'MaxCost',
+        'MaxWallTime',
+    ):
         assert f'"{evaluator}"' in names, f'{evaluator} is missing from review_schema.json: regenerate it'
     with pytest.raises(EvalError, match='no dataset file'):
         load_dataset(EXAMPLE.parent / 'nope.yaml')
@@ -426,8 +490,15 @@ def test_the_example_dataset_loads_with_its_schema():
 def test_the_model_is_chosen_as_the_command_line_chooses_it(make_harness, monkeypatch):
     h = make_harness()
     World(h)
-    for name in ('HARNESS_MODEL', 'HARNESS_BASE_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'GEMINI_API_KEY',
-                 'GROQ_API_KEY', 'MISTRAL_API_KEY'):
+    for name in (
+        'HARNESS_MODEL',
+        'HARNESS_BASE_URL',
+        'OPENAI_API_KEY',
+        'ANTHROPIC_API_KEY',
+        'GEMINI_API_KEY',
+        'GROQ_API_KEY',
+        'MISTRAL_API_KEY',
+    ):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(EvalError, match="needs the orchestrator's model: pass model="):
         h.evaluate_sync(dataset())

@@ -29,7 +29,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     procs = {
         name: subprocess.Popen(
             [sys.executable, f'examples/{name}.py', '--store', str(tmp_path_factory.mktemp(name) / 'runs.db')],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for name in EXAMPLES
     }
@@ -141,17 +145,20 @@ def test_one_passing_check_pays_one_refund() -> None:
     with Harness(store=':memory:') as h:
         desk.register_desk(h)
         assert h.run_sync(script).value == [True] + [False] * 9
-        again = h.run_sync('e = await check_entitlement(ticket_id="T-1001")\n'
-                           'await issue_refund(ticket_id="T-1001", amount=49)')  # a second check: $49 left
+        again = h.run_sync(
+            'e = await check_entitlement(ticket_id="T-1001")\nawait issue_refund(ticket_id="T-1001", amount=49)'
+        )  # a second check: $49 left
         assert again.value.startswith('R-002: $49 to Ada')
     assert desk.REFUNDED['T-1001'] == 98 and len(desk.RECEIPTS) == 2
 
 
 def test_a_forks_edited_check_does_not_pay_an_ineligible_ticket() -> None:
     desk = load_support_desk()
-    script = ('e = await check_entitlement(ticket_id="T-1003")\ntry:\n'
-              '    r = await issue_refund(ticket_id="T-1003", amount=100)\nexcept PermissionError as exc:\n'
-              '    r = str(exc)\nr')
+    script = (
+        'e = await check_entitlement(ticket_id="T-1003")\ntry:\n'
+        '    r = await issue_refund(ticket_id="T-1003", amount=100)\nexcept PermissionError as exc:\n'
+        '    r = str(exc)\nr'
+    )
     with Harness(store=':memory:') as h:
         desk.register_desk(h)
         first = h.run_sync(script)

@@ -59,8 +59,13 @@ def hostile() -> Any:
         return value
 
     bad: dict[str, Any] = {
-        'bad_set': lambda: {1, 2}, 'bad_nan': lambda: float('nan'), 'bad_surrogate': lambda: '\ud800',
-        'bad_bigint': lambda: 10**5000, 'bad_deep': deep, 'bad_bytes': lambda: b'x', 'bad_object': Secretive,
+        'bad_set': lambda: {1, 2},
+        'bad_nan': lambda: float('nan'),
+        'bad_surrogate': lambda: '\ud800',
+        'bad_bigint': lambda: 10**5000,
+        'bad_deep': deep,
+        'bad_bytes': lambda: b'x',
+        'bad_object': Secretive,
     }
     for name, make in bad.items():
 
@@ -88,8 +93,9 @@ HOST_LEAKS = ('/work/', 'site-packages', 'abc123', '/etc/passwd', 'MontyClassPro
 
 
 @pytest.mark.parametrize(('name', 'code'), CORPUS, ids=[name for name, _ in CORPUS])
-def test_a_hostile_script_ends_in_a_clear_error_and_the_host_stays_healthy(hostile: Harness, name: str,
-                                                                            code: str) -> None:
+def test_a_hostile_script_ends_in_a_clear_error_and_the_host_stays_healthy(
+    hostile: Harness, name: str, code: str
+) -> None:
     try:
         hostile.run_sync(code)
     except WorkflowError as exc:
@@ -200,12 +206,18 @@ def test_a_snapshot_copied_from_another_run_is_refused(stored: tuple[Path, str, 
     refused(store, run_id, 'resume', "does not authenticate with this store's key")
 
 
-@pytest.mark.parametrize(('forgery', 'match'), [
-    ("UPDATE calls SET result_json = '-666' WHERE run_id = ? AND seq = 1", 'call #1 of run .* was modified'),
-    ("DELETE FROM calls WHERE run_id = ? AND seq = 1", 'a call was removed'),
-    ("UPDATE calls SET seq = 9 WHERE run_id = ? AND seq = 1", 'call #1 of run .* is missing'),
-    ("UPDATE runs SET script = 'await charge(amount=1000000)' WHERE run_id = ?", 'was modified after it was written'),
-])
+@pytest.mark.parametrize(
+    ('forgery', 'match'),
+    [
+        ("UPDATE calls SET result_json = '-666' WHERE run_id = ? AND seq = 1", 'call #1 of run .* was modified'),
+        ('DELETE FROM calls WHERE run_id = ? AND seq = 1', 'a call was removed'),
+        ('UPDATE calls SET seq = 9 WHERE run_id = ? AND seq = 1', 'call #1 of run .* is missing'),
+        (
+            "UPDATE runs SET script = 'await charge(amount=1000000)' WHERE run_id = ?",
+            'was modified after it was written',
+        ),
+    ],
+)
 def test_an_edited_journal_or_run_is_refused(stored: tuple[Path, str, str], forgery: str, match: str) -> None:
     store, _, done = stored
     edit(store, forgery, done)
@@ -257,8 +269,9 @@ def test_a_journal_head_in_the_earlier_format_verifies_and_is_converted_on_the_n
             assert raw.execute('SELECT journal_head FROM runs').fetchone()[0].startswith(HEAD_FORMAT)
 
 
-def test_the_key_is_not_in_the_store_and_another_key_cannot_resume(stored: tuple[Path, str, str],
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_is_not_in_the_store_and_another_key_cannot_resume(
+    stored: tuple[Path, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, waiting, done = stored
     with sqlite3.connect(store) as db:
         meta = dict(db.execute('SELECT key, value FROM meta').fetchall())

@@ -124,9 +124,13 @@ def test_spans_are_named_through_the_names_module() -> None:
     found = []
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ('start_as_current_span', 'start_span') and node.args
-                    and isinstance(node.args[0], ast.Constant | ast.JoinedStr)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ('start_as_current_span', 'start_span')
+                and node.args
+                and isinstance(node.args[0], ast.Constant | ast.JoinedStr)
+            ):
                 found.append(f'{path.relative_to(ROOT.parent)}:{node.lineno}')
     assert not found, 'name the span with harness/_tracing/_names.py: ' + ', '.join(found)
 
@@ -144,9 +148,14 @@ def reads_private(node: ast.AST) -> bool:
     """`h._x` or `self.harness._x` (not `self._x`), or `getattr(h, '_x')` (and its set/has twins)."""
     if isinstance(node, ast.Attribute):
         return private(node.attr) and not (isinstance(node.value, ast.Name) and node.value.id in OWN)
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) > 1
-            and node.func.id in ('getattr', 'setattr', 'hasattr') and isinstance(node.args[1], ast.Constant)
-            and private(str(node.args[1].value)))
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and len(node.args) > 1
+        and node.func.id in ('getattr', 'setattr', 'hasattr')
+        and isinstance(node.args[1], ast.Constant)
+        and private(str(node.args[1].value))
+    )
 
 
 def private_reaches(path: Path) -> list[str]:
@@ -158,8 +167,11 @@ def private_reaches(path: Path) -> list[str]:
         if reads_private(node):
             found.append(f'{where} {ast.unparse(node)}')
         elif isinstance(node, ast.ClassDef) and any('Protocol' in ast.unparse(base) for base in node.bases):
-            found.extend(f'{where} {node.name}.{item.name}' for item in node.body
-                         if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and private(item.name))
+            found.extend(
+                f'{where} {node.name}.{item.name}'
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and private(item.name)
+            )
         elif isinstance(node, ast.ImportFrom) and (node.module or '').endswith('_engine'):
             found.extend(f'{where} {alias.name}' for alias in node.names if private(alias.name))
     return found
@@ -174,9 +186,11 @@ def test_the_temporal_engine_reaches_the_engine_through_public_methods_only() ->
 
 def test_the_private_attribute_check_sees_what_it_must(tmp_path: Path) -> None:
     bad = tmp_path / 'bad.py'
-    bad.write_text('class Host(Protocol):\n    def _step(self): ...\n\n'
-                   'async def f(h, s):\n    await h._advance(1)\n    s.harness._dispatcher()\n    getattr(h, "_x")\n'
-                   '    self._own = 1\n    h.__class__\n')
+    bad.write_text(
+        'class Host(Protocol):\n    def _step(self): ...\n\n'
+        'async def f(h, s):\n    await h._advance(1)\n    s.harness._dispatcher()\n    getattr(h, "_x")\n'
+        '    self._own = 1\n    h.__class__\n'
+    )
     hits = sorted(hit.split(' ', 1)[1] for hit in private_reaches(bad))
     assert hits == ['Host._step', "getattr(h, '_x')", 'h._advance', 's.harness._dispatcher']
 

@@ -67,11 +67,7 @@ MISTAKES = [
         'use `settle_all(...)`',
         'rs = await settle_all(read_file(path="utils.py"), read_file(path="nope.py"))\nlen(rs)',
     ),
-    (
-        'await read_file("utils.py")',
-        '`read_file(*, path: str) -> str`',
-        'await read_file(path="utils.py")',
-    ),
+    ('await read_file("utils.py")', '`read_file(*, path: str) -> str`', 'await read_file(path="utils.py")'),
     (
         'await reviewer(task="review utils.py")',
         "`reviewer(*, path: str, source: str, focus: Literal['bugs', 'style', 'all'] = 'all') -> Review`",
@@ -87,31 +83,19 @@ MISTAKES = [
         'the sandbox has no asyncio.wait_for',
         'await read_file(path="utils.py")',
     ),
-    (
-        'open("utils.py").read()',
-        'use `read_file(path=...)`',
-        'await read_file(path="utils.py")',
-    ),
+    ('open("utils.py").read()', 'use `read_file(path=...)`', 'await read_file(path="utils.py")'),
     (
         'import statistics\nstatistics.mean([1, 2, 3])',
         'the sandbox can import: asyncio, json, math',
         'import math\nmath.fsum([1, 2, 3]) / 3',
     ),
-    (
-        'class Base:\n    pass\nclass Item(Base):\n    pass\nItem()',
-        'use plain dicts',
-        '{"kind": "item"}',
-    ),
+    ('class Base:\n    pass\nclass Item(Base):\n    pass\nItem()', 'use plain dicts', '{"kind": "item"}'),
     (
         'def numbers():\n    yield 1\nlist(numbers())',
         'build and return a list instead of a generator',
         'def numbers() -> list[int]:\n    return [1]\nnumbers()',
     ),
-    (
-        'sizes = [3, 4]\n", ".join(sizes)',
-        'join takes strings only',
-        'sizes = [3, 4]\n", ".join(str(x) for x in sizes)',
-    ),
+    ('sizes = [3, 4]\n", ".join(sizes)', 'join takes strings only', 'sizes = [3, 4]\n", ".join(str(x) for x in sizes)'),
     (
         'counts: dict[str, int] = {}\ncounts.get("a") + 1',
         '`d.get(k, 0)`',
@@ -153,11 +137,7 @@ MISTAKES = [
         'write `from typing import Any` first',
         'from typing import Any\nd: dict[str, Any] = {"n": 1, "tag": "x"}\nd["more"] = [1]\nd',
     ),
-    (
-        'd = {"n": 1, "tag": "x"}\nd[0]',
-        'the dict literal on line 1 has `str` keys',
-        'd = {"n": 1, "tag": "x"}\nd["n"]',
-    ),
+    ('d = {"n": 1, "tag": "x"}\nd[0]', 'the dict literal on line 1 has `str` keys', 'd = {"n": 1, "tag": "x"}\nd["n"]'),
     (
         'names = ["a", "b"]\nnext(enumerate(names))',
         'write `next(iter(enumerate(names)))`',
@@ -223,18 +203,22 @@ def test_a_parser_refusal_is_one_line_even_when_its_source_line_reads_like_a_loc
         assert 'Traceback' not in report.errors
 
 
-@pytest.mark.parametrize('unlocated', [
-    'error[panic] Panicked when checking the script',  # ty's concise line for a diagnostic with no span
-    'workflow.py: fatal[io] Failed to read the file',  # ... with a file but no range
-])
+@pytest.mark.parametrize(
+    'unlocated',
+    [
+        'error[panic] Panicked when checking the script',  # ty's concise line for a diagnostic with no span
+        'workflow.py: fatal[io] Failed to read the file',  # ... with a file but no range
+    ],
+)
 def test_a_checker_message_without_a_place_is_kept_as_ty_wrote_it(unlocated: str) -> None:
     """Only the parser's refusal (a `SyntaxError`) is labelled invalid-syntax; ty's other messages with
     no line:col stay as written, beside the located ones moved to the script's lines."""
     assert script_messages(unlocated + '\n') == unlocated + '\n'
     located = 'workflow.py:3:9: error[invalid-assignment] Object of type `str` is not assignable to `int`\n'
     assert script_messages(unlocated + '\n' + located) == unlocated + '\n' + located.replace(':3:9:', ':2:5:')
-    refusal = ('Traceback (most recent call last):\n  File "workflow.py", line 3\n'
-               'SyntaxError: Source is too deeply nested')
+    refusal = (
+        'Traceback (most recent call last):\n  File "workflow.py", line 3\nSyntaxError: Source is too deeply nested'
+    )
     assert script_messages(refusal) == 'workflow.py:2:1: error[invalid-syntax] Source is too deeply nested'
 
 

@@ -260,13 +260,13 @@ def test_the_model_is_told_which_calls_wait_for_a_person_and_what_waiting_does_t
 
     h.orchestrator(FunctionModel(respond)).run_sync('x')
     stubs = h.stubs()
-    send_stub = stubs[stubs.index('async def send_email'):].split('\n    ...\n')[0]
-    draft_stub = stubs[stubs.index('async def draft'):].split('\n    ...\n')[0]
+    send_stub = stubs[stubs.index('async def send_email') :].split('\n    ...\n')[0]
+    draft_stub = stubs[stubs.index('async def draft') :].split('\n    ...\n')[0]
     assert 'Needs approval: a person must approve each call before it runs' in send_stub
     assert 'approval' not in draft_stub
     (description,) = descriptions
     assert stubs in description
-    assert '- send_email needs a person\'s approval' in description
+    assert "- send_email needs a person's approval" in description
     assert 'this turn ends there' in description and 'raises PermissionError' in description
 
 
@@ -298,8 +298,10 @@ def test_a_retry_does_not_repeat_a_side_effect_that_succeeded_and_the_tool_resul
         [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
         assert returned.content['result'] == ['sent #1', 'sent #2']
         note = returned.content['note']
-        assert 'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of ' \
-               'this orchestrator run (run ' in note, note
+        assert (
+            'send_email({"to":"x","body":"hi"}) was not run again: it already succeeded in an earlier script of '
+            'this orchestrator run (run ' in note
+        ), note
         assert note.count('was not run again') == 1
 
 
@@ -322,8 +324,10 @@ def test_a_retrys_refund_answered_from_the_earlier_one_still_needs_and_consumes_
         return f'refunded {cents}'
 
     first = 'await check(ticket="T1")\nawait refund(ticket="T1", cents=500)\nraise ValueError("then it broke")'
-    second = ('await check(ticket="T1")\na = await refund(ticket="T1", cents=500)\ntry:\n'
-              '    b = await refund(ticket="T1", cents=500)\nexcept PermissionError:\n    b = "refused"\n[a, b]')
+    second = (
+        'await check(ticket="T1")\na = await refund(ticket="T1", cents=500)\ntry:\n'
+        '    b = await refund(ticket="T1", cents=500)\nexcept PermissionError:\n    b = "refused"\n[a, b]'
+    )
     seen: list[Any] = []
     h.orchestrator(scripted(first, second, seen=seen)).run_sync('refund T1')
     [returned] = [p for p in seen if isinstance(p, ToolReturnPart) and 'note' in str(p.content)]
@@ -348,13 +352,16 @@ def test_a_retry_that_waits_for_approval_still_does_not_repeat_the_side_effect_a
     def approved(agent: Any, first: Any) -> Any:
         assert isinstance(first.output, DeferredToolRequests), first.output
         (call,) = first.output.approvals
-        return agent.run_sync(message_history=first.all_messages(),
-                              deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}))
+        return agent.run_sync(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={call.tool_call_id: True}),
+        )
 
     seen: list[Any] = []
     waits = 'await pause_here(i=1)\nawait send_email(to="x", body="hi")'
-    agent = h.orchestrator(scripted('await send_email(to="x", body="hi")\nraise ValueError("then it broke")', waits,
-                                    seen=seen))
+    agent = h.orchestrator(
+        scripted('await send_email(to="x", body="hi")\nraise ValueError("then it broke")', waits, seen=seen)
+    )
     turn = approved(agent, agent.run_sync('email x'))
     assert sent == [('x', 'hi')]  # the retry's email, after the pause, was the first one's
     assert 'was not run again' in str(turn.output)

@@ -96,8 +96,14 @@ def test_a_baseline_answer_answered_again_is_still_the_baselines(callees):
     """Issue 23.3: an eval baseline's result a later identical call reuses is still supplied, not run, so no rule
     takes it for a predecessor that ran (it was 'reused', which the rules trust)."""
     scope = RunScope()
-    remember(scope, 'r-1', [replace(journaled('lookup', 1, 'CAT', word='cat'), source='baseline'),
-                            journaled('lookup', 2, 'DOG', word='dog')])
+    remember(
+        scope,
+        'r-1',
+        [
+            replace(journaled('lookup', 1, 'CAT', word='cat'), source='baseline'),
+            journaled('lookup', 2, 'DOG', word='dog'),
+        ],
+    )
     source = EarlierScript(scope.reusable, scope.supplied)
     cat, dog = call('lookup', word='cat'), call('lookup', seq=2, word='dog')
     assert source.answer(callees['lookup'], cat) == {'return_value': 'CAT'} and cat.source == 'baseline'
@@ -142,8 +148,9 @@ def test_a_baseline_never_answers_a_call_that_needs_approval(callees):
 
 
 def test_a_call_that_needs_approval_is_held_until_a_person_decides(callees):
-    source = Decisions('run-1', {2: Decision(approved=True), 3: Decision(approved=False, reason='not today',
-                                                                          decided_by='ann')})
+    source = Decisions(
+        'run-1', {2: Decision(approved=True), 3: Decision(approved=False, reason='not today', decided_by='ann')}
+    )
 
     assert source.answer(callees['lookup'], call('lookup', word='cat')) is None  # no approval needed: not its call
     assert source.answer(callees['send'], call('send', seq=1, to='bob')) is HOLD
@@ -151,16 +158,20 @@ def test_a_call_that_needs_approval_is_held_until_a_person_decides(callees):
     rejected = call('send', seq=3, to='bob')
     outcome = source.answer(callees['send'], rejected)
     assert isinstance(outcome, dict) and isinstance(outcome.get('exception'), PermissionError)
-    assert (rejected.status, rejected.source, rejected.error) == ('refused', 'answered',
-                                                                  'send was rejected by ann: not today')
+    assert (rejected.status, rejected.source, rejected.error) == (
+        'refused',
+        'answered',
+        'send was rejected by ann: not today',
+    )
 
 
 def test_the_sources_are_asked_in_order_and_the_first_answer_wins(callees):
     recorded = RecordedCalls()
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='cat')], manifest(callees, stubs=''))
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'cat'}): 'from an earlier script'})
-    sources = answer_sources(run_id='run-1', callees=callees, history=None, scope=scope, reuse=True, recorded=recorded,
-                             decisions={})
+    sources = answer_sources(
+        run_id='run-1', callees=callees, history=None, scope=scope, reuse=True, recorded=recorded, decisions={}
+    )
 
     assert [type(s) for s in sources] == [Effects, EarlierScript, Baseline, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', word='cat')) == {'return_value': 'from an earlier script'}
@@ -176,8 +187,9 @@ def test_a_run_with_a_history_is_answered_from_its_journal_alone(callees):
     recorded.add_run([journaled('lookup', 1, 'from the baseline', word='dog')], manifest(callees, stubs=''))
     history = History('resume', {1: journaled('lookup', 1, 'CAT', word='cat')})
     scope = RunScope(reusable={reuse_key('lookup', {'word': 'dog'}): 'DOG'})
-    sources = answer_sources(run_id='run-1', callees=callees, history=history, scope=scope, reuse=True,
-                             recorded=recorded, decisions={})
+    sources = answer_sources(
+        run_id='run-1', callees=callees, history=history, scope=scope, reuse=True, recorded=recorded, decisions={}
+    )
 
     assert [type(s) for s in sources] == [JournalAnswers, Effects, Decisions]
     assert ask(sources, callees['lookup'], call('lookup', seq=2, word='dog')) is None  # past the journal: live

@@ -155,14 +155,17 @@ def test_a_runs_conversation_is_sealed_and_a_run_without_one_keeps_its_seal(db: 
     """Which conversation a run belongs to decides which side effects answer a later turn (issue 23.4): it is
     sealed, so a run moved to another conversation in the store answers nothing there; a run without one is sealed
     over exactly the fields it was before conversations were stored, so older stores still verify."""
-    effect = CallRecord(seq=1, callee='refund', arguments={'ticket': 'T-1'}, line=1, status='ok', result='done',
-                        side_effect=True)
+    effect = CallRecord(
+        seq=1, callee='refund', arguments={'ticket': 'T-1'}, line=1, status='ok', result='done', side_effect=True
+    )
     store.create_run(RunRow(run_id='r-c', orchestrator_run_id='o-1', conversation_id='c-1'))
     store.put_calls('r-c', [effect])
     store.create_run(RunRow(run_id='r-n', orchestrator_run_id='o-1'))
     assert store.verify('r-c') == [] == store.verify('r-n') and store.get_run('r-c').conversation_id == 'c-1'
-    before = ('run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
-              'orchestrator_run_id, inputs_json, access_json, catalog_json, calls_count, journal_head')
+    before = (
+        'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
+        'orchestrator_run_id, inputs_json, access_json, catalog_json, calls_count, journal_head'
+    )
     *fields, seal = raw(db).execute(f'SELECT {before}, seal FROM runs WHERE run_id = ?', ('r-n',)).fetchone()
     assert store._sealer.check(seal, *fields)
     assert [e.run_id for e in stored_effects(store, None, 'c-1')] == ['r-c']
@@ -190,8 +193,13 @@ def test_a_running_run_nobody_holds_reads_as_interrupted(store: RunStore) -> Non
             store.claim(name, owner, ttl=-1.0 if name == 'expired' else 30.0)
     store.create_run(RunRow('done', status='completed'))
     shown = {name: store.get_run(name).status for name in [*owners, 'done']}  # type: ignore[union-attr]
-    assert shown == {'live': 'running', 'gone': 'interrupted', 'expired': 'interrupted', 'released': 'interrupted',
-                     'done': 'completed'}
+    assert shown == {
+        'live': 'running',
+        'gone': 'interrupted',
+        'expired': 'interrupted',
+        'released': 'interrupted',
+        'done': 'completed',
+    }
     assert {r.run_id: r.status for r in store.list_runs()} == shown
     assert [r.run_id for r in store.list_runs(status=['running'])] == ['live']
     assert {r.run_id for r in store.list_runs(status=['interrupted'])} == {'gone', 'expired', 'released'}
@@ -211,8 +219,17 @@ def test_calls_round_trip(store: RunStore) -> None:
         result={'score': 0.5, 'notes': ('a', 'b')}, started=1.0, duration=0.25, attempt=2, source='resumed',
         side_effect=True,
     )  # fmt: skip
-    second = CallRecord(seq=2, callee='lint', arguments={'path': 'b.py', 'opts': ('x', 1)}, line=4, status='error',
-                        result='ignored: not ok', error='ValueError: nope', started=2.0, duration=0.1)
+    second = CallRecord(
+        seq=2,
+        callee='lint',
+        arguments={'path': 'b.py', 'opts': ('x', 1)},
+        line=4,
+        status='error',
+        result='ignored: not ok',
+        error='ValueError: nope',
+        started=2.0,
+        duration=0.1,
+    )
     store.put_calls('r', [second, first])
     calls = store.calls('r')
     assert [c.seq for c in calls] == [1, 2]
@@ -254,8 +271,10 @@ def test_call_journal_refuses_bad_input(store: RunStore) -> None:
 
 def test_put_calls_in_one_transaction(store: RunStore) -> None:
     store.create_run(RunRow('fork'))
-    store.put_calls('fork', (CallRecord(seq, 'f', {'i': seq}, None, status='ok', result=seq * 10, source='forked')
-                             for seq in (1, 2, 3)))
+    store.put_calls(
+        'fork',
+        (CallRecord(seq, 'f', {'i': seq}, None, status='ok', result=seq * 10, source='forked') for seq in (1, 2, 3)),
+    )
     assert [(c.seq, c.result, c.source) for c in store.calls('fork')] == [
         (1, 10, 'forked'), (2, 20, 'forked'), (3, 30, 'forked'),
     ]  # fmt: skip
@@ -633,9 +652,7 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
         assert {r.value for r in runs} == set(range(200))
         for tag in ('a', 'b'):
             calls = s.calls(f'{tag}-123')
-            assert [(c.seq, c.status, c.result) for c in calls] == [
-                (seq, 'ok', [tag, 123, seq]) for seq in range(1, 6)
-            ]
+            assert [(c.seq, c.status, c.result) for c in calls] == [(seq, 'ok', [tag, 123, seq]) for seq in range(1, 6)]
             assert s.latest_snapshot(f'{tag}-050') is not None
     spans = {tag: [r.created for r in runs if r.run_id.startswith(tag)] for tag in ('a', 'b')}
     assert max(min(spans['a']), min(spans['b'])) < min(max(spans['a']), max(spans['b'])), 'no overlap'
@@ -759,8 +776,14 @@ def test_store_error_is_public_and_the_package_surface_is_consistent() -> None:
 
     assert Public is StoreError
     tree = ast.parse(Path(harness.__file__).read_text())
-    typed = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.If)
-             for stmt in node.body if isinstance(stmt, ast.ImportFrom) for alias in stmt.names}
+    typed = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        for stmt in node.body
+        if isinstance(stmt, ast.ImportFrom)
+        for alias in stmt.names
+    }
     assert set(harness.__all__) == set(harness._WHERE) == typed
     assert all(getattr(harness, name) is not None for name in harness.__all__)
 

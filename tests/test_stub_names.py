@@ -59,6 +59,7 @@ def test_same_named_types_inside_another_type_are_refused(make_harness):
         return Order(items=[])
 
     with pytest.raises(RegistrationError, match=r"its type Order has a field 'items' of type Item.*Rename"):
+
         @h.tool
         def stock(*, sku: str) -> SecondItem:
             return SecondItem(size=1)

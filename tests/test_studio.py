@@ -73,8 +73,15 @@ class Studio:
     server: Any = None
     thread: Any = None
 
-    def request(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
-                raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         sent = {'content-type': 'application/json'} if data is not None else {}
         request = urllib.request.Request(self.url + path, data=data, method=method, headers={**sent, **(headers or {})})
@@ -98,8 +105,9 @@ class Studio:
         """One chat request; the chunks of the stream it answers with (its `data:` lines, in order)."""
         parts = [{'type': 'text', 'text': text}]
         messages = [] if text is None else [{'id': f'm{len(text)}', 'role': 'user', 'parts': parts}]
-        status, headers, body = self.request('POST', path, {'trigger': 'submit-message', 'id': conversation_id,
-                                                            'messages': messages})
+        status, headers, body = self.request(
+            'POST', path, {'trigger': 'submit-message', 'id': conversation_id, 'messages': messages}
+        )
         assert status == 200, body
         assert headers['content-type'].startswith('text/event-stream')
         lines = [line[6:] for line in body.decode().splitlines() if line.startswith('data: ')]
@@ -159,7 +167,7 @@ def test_runs_and_one_run(studio: Callable[..., Studio], runs: Callable[..., Any
     assert listing['counts']['waiting'] == 1 and listing['total'] == 3
     first = listing['runs'][2]
     assert first['status'] == 'completed' and first['calls'] == 2 and first['duration'] > 0
-    assert first['short_id'] == ok.run_id[:len(first['short_id'])] and len(first['short_id']) >= 7
+    assert first['short_id'] == ok.run_id[: len(first['short_id'])] and len(first['short_id']) >= 7
     only = s.get('/api/runs?status=failed&status=waiting')
     assert {r['run_id'] for r in only['runs']} == {failed.run_id, waiting.run_id}
 
@@ -196,20 +204,30 @@ def test_the_graph_draws_a_gather_and_a_branch_not_taken(studio: Callable[..., S
     """Both calls of one callee on a gather's line are taken, so are both edges out of the gather; the branch
     not taken calls a callee only the run's own catalog names (the studio runs without it)."""
     with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
+
         @h.tool
         async def escalate(*, n: int) -> int:
             return n
 
-        run = h.run_sync('import asyncio\na, b = await asyncio.gather(lookup(key="a"), lookup(key="bc"))\n'
-                         'if a["count"] < b["count"]:\n    done = await slow_step(n=1)\n'
-                         'else:\n    done = await escalate(n=2)\ndone\n')
+        run = h.run_sync(
+            'import asyncio\na, b = await asyncio.gather(lookup(key="a"), lookup(key="bc"))\n'
+            'if a["count"] < b["count"]:\n    done = await slow_step(n=1)\n'
+            'else:\n    done = await escalate(n=2)\ndone\n'
+        )
     graph = studio().get(f'/api/runs/{run.run_id}')['graph']
     assert [(n['callee'], n['line'], n['taken']) for n in graph['nodes']] == [
-        ('lookup', 2, True), ('lookup', 2, True), ('slow_step', 4, True), ('escalate', 6, False)]
+        ('lookup', 2, True),
+        ('lookup', 2, True),
+        ('slow_step', 4, True),
+        ('escalate', 6, False),
+    ]
     taken = {(e['from'], e['to']) for e in graph['edges'] if e['taken']}
     assert taken == {('start', 'n0'), ('start', 'n1'), ('n0', 'n2'), ('n1', 'n2'), ('n2', 'end')}
-    assert {(e['from'], e['to']) for e in graph['edges'] if not e['taken']} == {('n0', 'n3'), ('n1', 'n3'),
-                                                                                ('n3', 'end')}
+    assert {(e['from'], e['to']) for e in graph['edges'] if not e['taken']} == {
+        ('n0', 'n3'),
+        ('n1', 'n3'),
+        ('n3', 'end'),
+    }
 
 
 def test_requests_the_api_refuses(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
@@ -242,9 +260,11 @@ def test_requests_the_api_refuses(studio: Callable[..., Studio], runs: Callable[
 
 
 def test_approve_and_reject_then_resume(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
-    code = ('a = await send_email(to="a@example.com", body="one")\n'
-            'try:\n    b = await send_email(to="b@example.com", body="two")\n'
-            'except PermissionError as exc:\n    b = f"refused: {exc}"\n[a, b]\n')
+    code = (
+        'a = await send_email(to="a@example.com", body="one")\n'
+        'try:\n    b = await send_email(to="b@example.com", body="two")\n'
+        'except PermissionError as exc:\n    b = f"refused: {exc}"\n[a, b]\n'
+    )
     waiting = runs(code)
     assert waiting.status == 'waiting'
     s = studio()
@@ -337,8 +357,9 @@ async def test_a_call_is_decided_only_once_its_run_stopped(studio: Callable[...,
     assert (resumed['status'], resumed['value']) == ('completed', ['sent to a@example.com', 4])
 
 
-def test_a_resume_cut_by_the_shutdown_still_records_its_ending(studio: Callable[..., Studio], runs: Callable[..., Any],
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_resume_cut_by_the_shutdown_still_records_its_ending(
+    studio: Callable[..., Studio], runs: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Stopped (Ctrl-C) while an approved run resumes, the studio cancels that request and waits for it to
     record the run `interrupted` (and give its hold back) before it closes the Harness: it is not left `running`
     with its store closed under it. On a busy machine its writes go through threads: forced here."""
@@ -396,7 +417,8 @@ def test_chat_streams_a_turn_and_keeps_the_conversation(studio: Callable[..., St
     assert [c['data']['turn'] for c in second if c['type'] == 'data-turn'] == [2]
     listed = s.get('/api/conversations')['conversations']
     assert [(c['conversation_id'], c['title'], c['turns']) for c in listed] == [
-        ('conversation-one', 'what makes a good test?', 2)]
+        ('conversation-one', 'what makes a good test?', 2)
+    ]
     stored = s.get('/api/conversations/conversation-one')
     assert [t['prompt'] for t in stored['turns']] == ['what makes a good test?', 'and why is it good?']
     assert stored['turns'][0]['answer'] == ''.join(deltas)
@@ -437,8 +459,11 @@ def approval_model(told: list[str] | None = None, script: str = APPROVAL_SCRIPT)
                 for word in part.content.split(' '):
                     yield word + ' '
             elif isinstance(part, ToolCallPart):
-                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
-                                        tool_call_id=part.tool_call_id)}
+                yield {
+                    0: DeltaToolCall(
+                        name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                    )
+                }
 
     return FunctionModel(respond, stream_function=stream)
 
@@ -450,18 +475,29 @@ def test_a_scripts_progress_streams_in_the_chat_and_is_kept_for_the_run_page(stu
     live = [c['data'] for c in chunks if c['type'] == 'data-call']
     # As the script ran: the phase, the call, the log line, in that order; a log/phase is no call (no `started`).
     assert [d['progress']['text'] if d['kind'] == 'progress' else f'{d["kind"]} {d["callee"]}' for d in live] == [
-        'look up', 'started lookup', 'finished lookup', 'count 2']
+        'look up',
+        'started lookup',
+        'finished lookup',
+        'count 2',
+    ]
     assert [d['progress'] for d in live if d['kind'] == 'progress'] == [
-        {'kind': 'phase', 'text': 'look up'}, {'kind': 'log', 'text': 'count 2'}]
+        {'kind': 'phase', 'text': 'look up'},
+        {'kind': 'log', 'text': 'count 2'},
+    ]
     [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
     run_id = turn['runs'][0]['run_id']
     page = s.get(f'/api/runs/{run_id}')
-    assert page['progress'] == [{'kind': 'phase', 'text': 'look up', 'seq': 1},
-                                {'kind': 'log', 'text': 'count 2', 'seq': 3}]
+    assert page['progress'] == [
+        {'kind': 'phase', 'text': 'look up', 'seq': 1},
+        {'kind': 'log', 'text': 'count 2', 'seq': 3},
+    ]
     assert page['progress_dropped'] == 0
     stored = s.get('/api/conversations/conversation-progress')['turns'][0]['runs'][0]['calls_made']
-    assert [c['progress'] for c in stored] == [{'kind': 'phase', 'text': 'look up'}, None,
-                                               {'kind': 'log', 'text': 'count 2'}]  # the stored chat reads the same
+    assert [c['progress'] for c in stored] == [
+        {'kind': 'phase', 'text': 'look up'},
+        None,
+        {'kind': 'log', 'text': 'count 2'},
+    ]  # the stored chat reads the same
 
 
 def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -> None:
@@ -470,12 +506,20 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
     [turn] = [c['data'] for c in chunks if c['type'] == 'data-turn']
     assert turn['status'] == 'waiting'
     [run] = turn['waiting']
-    assert run['pending'] == [{'seq': 1, 'callee': 'send_email',
-                               'arguments': {'to': 'ops@example.com', 'body': 'deploy done'}}]
+    assert run['pending'] == [
+        {'seq': 1, 'callee': 'send_email', 'arguments': {'to': 'ops@example.com', 'body': 'deploy done'}}
+    ]
     assert not [c for c in chunks if c['type'] == 'text-delta']  # no answer yet
 
-    busy = s.request('POST', '/api/chat', {'trigger': 'submit-message', 'id': 'conversation-two', 'messages': [
-        {'id': 'x', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello?'}]}]})
+    busy = s.request(
+        'POST',
+        '/api/chat',
+        {
+            'trigger': 'submit-message',
+            'id': 'conversation-two',
+            'messages': [{'id': 'x', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello?'}]}],
+        },
+    )
     assert busy[0] == 409 and 'waits for approval' in json.loads(busy[2])['message']
 
     s.post(f'/api/runs/{run["run_id"]}/approve', {'seq': 1})
@@ -491,8 +535,9 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
     stored = s.get('/api/conversations/conversation-two')['turns']
     assert [(t['turn'], t['status']) for t in stored] == [(1, 'completed')]
     assert s.get(f'/api/runs/{run["run_id"]}')['calls'][0]['decision']['approved'] is True
-    again = s.request('POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two',
-                                                       'messages': []})
+    again = s.request(
+        'POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two', 'messages': []}
+    )
     assert again[0] == 409  # nothing waits any more
 
 
@@ -507,8 +552,9 @@ def stored_spans(store: Any) -> list[tuple[str]]:
         return conn.execute('SELECT DISTINCT run_id FROM spans').fetchall()
 
 
-def test_a_continued_turns_trace_has_each_agent_run_and_goes_with_its_run(studio: Callable[..., Studio],
-                                                                          cli: Callable[..., Any]) -> None:
+def test_a_continued_turns_trace_has_each_agent_run_and_goes_with_its_run(
+    studio: Callable[..., Studio], cli: Callable[..., Any]
+) -> None:
     """A turn that waited for approval and went on is two orchestrator agent runs: the run's span tree has
     both (the second calls the tool that resumes the run, then answers), and deleting the turn's run deletes
     their spans too."""
@@ -551,14 +597,24 @@ async def test_a_chat_response_whose_body_never_starts_leaves_nothing_expected(t
     from harness._studio._chat import Chat
     from harness._tracing._setup import RECORDER
 
-    body = json.dumps({'trigger': 'submit-message', 'id': 'conversation-seven', 'messages': [
-        {'id': 'm', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello'}]}]}).encode()
+    body = json.dumps(
+        {
+            'trigger': 'submit-message',
+            'id': 'conversation-seven',
+            'messages': [{'id': 'm', 'role': 'user', 'parts': [{'type': 'text', 'text': 'hello'}]}],
+        }
+    ).encode()
 
     async def receive() -> dict[str, Any]:
         return {'type': 'http.request', 'body': body, 'more_body': False}
 
-    scope = {'type': 'http', 'method': 'POST', 'path': '/api/chat', 'query_string': b'',
-             'headers': [(b'content-type', b'application/json')]}
+    scope = {
+        'type': 'http',
+        'method': 'POST',
+        'path': '/api/chat',
+        'query_string': b'',
+        'headers': [(b'content-type', b'application/json')],
+    }
     async with catalog(Harness(store=str(tmp_path / 'runs.db'))) as h:
         before = set(RECORDER._expected)
         response = await Chat(h, demo_model(), 'test model').respond(Request(scope, receive))
@@ -595,8 +651,12 @@ def test_ui_on_a_port_in_use_is_one_line(cli: Callable[..., Any], tmp_path: Path
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_an_unexpected_error_is_one_line(studio: Callable[..., Studio], runs: Callable[..., Any],
-                                         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_an_unexpected_error_is_one_line(
+    studio: Callable[..., Studio],
+    runs: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     """A bug in a view (here: the run page's JSON cannot be built) answers one line, and logs one: no traceback."""
     import harness._studio._app
 
@@ -634,9 +694,15 @@ def test_one_turn_at_a_time_per_conversation(studio: Callable[..., Studio]) -> N
     thread.start()
     try:
         assert entered.wait(60)
-        status, _, body = s.request('POST', '/api/chat', {'trigger': 'submit-message', 'id': 'conversation-four',
-                                                          'messages': [{'id': 'b', 'role': 'user',
-                                                                        'parts': [{'type': 'text', 'text': 'two'}]}]})
+        status, _, body = s.request(
+            'POST',
+            '/api/chat',
+            {
+                'trigger': 'submit-message',
+                'id': 'conversation-four',
+                'messages': [{'id': 'b', 'role': 'user', 'parts': [{'type': 'text', 'text': 'two'}]}],
+            },
+        )
         assert status == 409 and json.loads(body)['error'] == 'busy'
         other = s.chat('conversation-five', 'elsewhere')  # another conversation is not held up
         assert [c['data']['status'] for c in other if c['type'] == 'data-turn'] == ['completed']
@@ -654,10 +720,25 @@ def test_a_turn_after_an_interrupted_one_is_told_of_it_and_does_not_send_again(s
     told: list[str] = []
     s = studio(model=approval_model(told))
     store = s.harness.store
-    store.create_run(RunRow(run_id='deadbeef0001', script=APPROVAL_SCRIPT, conversation_id='conversation-six',
-                            orchestrator_run_id='dead-agent-run', catalog=s.harness.manifest()))
-    sent = CallRecord(seq=1, callee='send_email', arguments={'to': 'ops@example.com', 'body': 'deploy done'}, line=1,
-                      status='ok', result='sent to ops@example.com', duration=0.1, side_effect=True)
+    store.create_run(
+        RunRow(
+            run_id='deadbeef0001',
+            script=APPROVAL_SCRIPT,
+            conversation_id='conversation-six',
+            orchestrator_run_id='dead-agent-run',
+            catalog=s.harness.manifest(),
+        )
+    )
+    sent = CallRecord(
+        seq=1,
+        callee='send_email',
+        arguments={'to': 'ops@example.com', 'body': 'deploy done'},
+        line=1,
+        status='ok',
+        result='sent to ops@example.com',
+        duration=0.1,
+        side_effect=True,
+    )
     looking = CallRecord(seq=2, callee='lookup', arguments={'key': 'deploys'}, line=2)
     store.put_calls('deadbeef0001', [sent, looking])
     assert store.get_run('deadbeef0001').status == 'interrupted'

@@ -28,17 +28,24 @@ pytestmark = pytest.mark.slow
 TESTS = Path(__file__).parent
 SAMPLE = TESTS.parent / 'examples' / 'sample_project'
 HARNESS = str(Path(sys.executable).with_name('harness'))
-CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-                 '--disable-sync', '--no-first-run', '--disable-dev-shm-usage']
+CHROMIUM_ARGS = [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+    '--disable-dev-shm-usage',
+]
 SCRIPTS = {
     'ok': 'import asyncio\nfiles = await list_files(pattern="*.py")\n'
-          'counts = await asyncio.gather(*[lookup(key=f) for f in files[:2]])\n'
-          '{"files": len(files), "counts": counts}\n',
+    'counts = await asyncio.gather(*[lookup(key=f) for f in files[:2]])\n'
+    '{"files": len(files), "counts": counts}\n',
     'failed': 'found = await lookup(key="present")\nlog(f"found {found[\'count\']}")\n'
-              'gone = await lookup(key="missing")\ngone\n',
+    'gone = await lookup(key="missing")\ngone\n',
     'waiting': 'summary = await lookup(key="weekly")\n'
-               'sent = await send_email(to="team@example.com", body=f"weekly: {summary[\'count\']} items")\n'
-               '{"summary": summary, "sent": sent}\n',
+    'sent = await send_email(to="team@example.com", body=f"weekly: {summary[\'count\']} items")\n'
+    '{"summary": summary, "sent": sent}\n',
 }
 
 
@@ -59,8 +66,12 @@ class Studio:
 
 
 @pytest.fixture(scope='module')
-def studio(tmp_path_factory: pytest.TempPathFactory, cli: Callable[..., Any], spawn: Callable[..., Child],
-           offline_env: Callable[..., dict[str, str]]) -> Iterator[Studio]:
+def studio(
+    tmp_path_factory: pytest.TempPathFactory,
+    cli: Callable[..., Any],
+    spawn: Callable[..., Child],
+    offline_env: Callable[..., dict[str, str]],
+) -> Iterator[Studio]:
     home = tmp_path_factory.mktemp('studio')
     store = str(home / 'runs.db')
     common = ['--store', store, '--agents', 'studio_catalog:catalog', '--root', str(SAMPLE)]
@@ -107,8 +118,10 @@ def test_the_runs_page_lists_the_runs(studio: Studio, page: Any) -> None:
     rows = page.locator('#runs-table tbody tr')
     rows.first.wait_for()
     assert rows.count() == 3
-    statuses = {r: page.locator(f'#runs-table tr[data-run-id="{run_id}"]').get_attribute('data-status')
-                for r, run_id in studio.runs.items()}
+    statuses = {
+        r: page.locator(f'#runs-table tr[data-run-id="{run_id}"]').get_attribute('data-status')
+        for r, run_id in studio.runs.items()
+    }
     assert statuses == {'ok': 'completed', 'failed': 'failed', 'waiting': 'waiting'}
     assert page.locator('.chip[data-status=failed] .count').inner_text() == '1'
     # The badge comes from its own fetch, so it may arrive after the table.
@@ -140,7 +153,7 @@ def test_a_run_page_shows_its_calls_progress_trace_and_graph(studio: Studio, pag
     text = detail.inner_text()
     assert '"key": "missing"' in text  # the full arguments
     assert 'lookup failed with KeyError' in text  # what the script saw
-    assert "KeyError: \"no entry 'missing' in the ledger\"" in text  # what the callee raised (operator side)
+    assert 'KeyError: "no entry \'missing\' in the ledger"' in text  # what the callee raised (operator side)
     assert page.locator('pre.python .line.focus').get_attribute('data-line') == '3'
     assert page.locator('svg.graph .node.taken').count() == 2  # both call sites, on the path taken
     assert page.locator('svg.graph path.edge.taken').count() == 3  # start -> #1 -> #2 -> end
@@ -355,8 +368,9 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
     h = catalog(Harness(store=str(tmp_path / 'runs.db')))
     assert h.store is not None
     dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True)
-    h.store.create_run(RunRow('killedrun0001', script='a = await lookup(key="abc")\na["count"]\n',
-                              catalog=h.manifest()))
+    h.store.create_run(
+        RunRow('killedrun0001', script='a = await lookup(key="abc")\na["count"]\n', catalog=h.manifest())
+    )
     h.store.claim('killedrun0001', Owner(this_process().host, int(dead.stdout), 'killed'))
     try:
         with studio_in_thread(h, None, 'none') as url:
@@ -370,7 +384,7 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
         h.close()
 
 
-HOSTILE_MARKDOWN = '''# Findings <script>window.pwned = 1</script>
+HOSTILE_MARKDOWN = """# Findings <script>window.pwned = 1</script>
 
 Some **bold**, *italic*, `code <b>`, ~~gone~~ and a [safe link](https://example.com/a?b=1) but
 [a trap](javascript:window.pwned=2) and <img src=x onerror="window.pwned=3"> raw HTML.
@@ -389,13 +403,14 @@ Some **bold**, *italic*, `code <b>`, ~~gone~~ and a [safe link](https://example.
 ```python
 import os  # <b>not bold</b>
 ```
-'''
+"""
 
 
 def test_markdown_is_rendered_as_text_never_as_html(studio: Studio, page: Any) -> None:
     """The answer renderer on hostile Markdown: formatting becomes elements, anything else stays text."""
     page.goto(studio.url + '/runs')
-    rendered = page.evaluate('''async (text) => {
+    rendered = page.evaluate(
+        """async (text) => {
         const { renderMarkdown } = await import('/static/markdown.js');
         const root = renderMarkdown(text);
         document.body.append(root);
@@ -405,14 +420,40 @@ def test_markdown_is_rendered_as_text_never_as_html(studio: Studio, page: Any) -
             text: root.textContent,
             pwned: window.pwned ?? null,
         };
-    }''', HOSTILE_MARKDOWN)
+    }""",
+        HOSTILE_MARKDOWN,
+    )
     assert rendered['pwned'] is None
-    assert set(rendered['tags']) <= {'div', 'h3', 'p', 'strong', 'em', 'code', 'del', 'a', 'ul', 'ol', 'li', 'table',
-                                     'thead', 'tbody', 'tr', 'th', 'td', 'pre', 'span'}
+    assert set(rendered['tags']) <= {
+        'div',
+        'h3',
+        'p',
+        'strong',
+        'em',
+        'code',
+        'del',
+        'a',
+        'ul',
+        'ol',
+        'li',
+        'table',
+        'thead',
+        'tbody',
+        'tr',
+        'th',
+        'td',
+        'pre',
+        'span',
+    }
     assert {'h3', 'strong', 'em', 'del', 'ul', 'ol', 'table', 'pre'} <= set(rendered['tags'])
     assert ['safe link', 'https://example.com/a?b=1'] in rendered['links']
     assert all(href.startswith('https://') for _, href in rendered['links'])  # the javascript: one is text
     assert 'but a trap and' in rendered['text']  # its text kept, its target dropped
-    for literal in ('<script>window.pwned = 1</script>', '<img src=x onerror="window.pwned=3">', '<iframe',
-                    'code <b>', '<b>not bold</b>'):
+    for literal in (
+        '<script>window.pwned = 1</script>',
+        '<img src=x onerror="window.pwned=3">',
+        '<iframe',
+        'code <b>',
+        '<b>not bold</b>',
+    ):
         assert literal in rendered['text']

@@ -62,9 +62,22 @@ def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     db = tmp_path_factory.mktemp('temporal') / 'dev.db'
     server = subprocess.Popen(
-        [binary, 'server', 'start-dev', '--ip', '127.0.0.1', '--port', str(port), '--headless', '--db-filename',
-         str(db), '--log-level', 'error'],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            'server',
+            'start-dev',
+            '--ip',
+            '127.0.0.1',
+            '--port',
+            str(port),
+            '--headless',
+            '--db-filename',
+            str(db),
+            '--log-level',
+            'error',
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port, server)
@@ -171,8 +184,9 @@ await issue_refund(ticket_id='ok-1', cents=5)
         assert [c.status for c in result.calls] == ['refused', 'ok', 'ok']
         assert result.calls[2].result == 'refunded 5 on ok-1'
 
-        task = asyncio.ensure_future(h.run("await check_entitlement(ticket_id='ok-2')\n"
-                                           "await issue_refund(ticket_id='ok-2', cents=6)"))
+        task = asyncio.ensure_future(
+            h.run("await check_entitlement(ticket_id='ok-2')\nawait issue_refund(ticket_id='ok-2', cents=6)")
+        )
         while not (waiting := h.pending()):
             await asyncio.sleep(0.05)
         await asyncio.to_thread(h.reject, waiting[0].run_id, waiting[0].seq, reason='too much')
@@ -194,8 +208,13 @@ def gated_marks(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (calls with `i` of 5 or more wait for the test's gate)."""
     marks = tmp_path / 'marks'
     marks.mkdir()
-    env = {**os.environ, 'HARNESS_TEST_MARKS': str(marks), 'HARNESS_TEST_GATE_FROM': '5',
-           'PYTHONPATH': str(TESTS / 'helpers'), 'PYDANTIC_AI_NO_BANNER': '1'}
+    env = {
+        **os.environ,
+        'HARNESS_TEST_MARKS': str(marks),
+        'HARNESS_TEST_GATE_FROM': '5',
+        'PYTHONPATH': str(TESTS / 'helpers'),
+        'PYDANTIC_AI_NO_BANNER': '1',
+    }
     return marks, env
 
 
@@ -206,8 +225,20 @@ async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_run
     marks, env = gated_marks(tmp_path)
     store = tmp_path / 'runs.db'
     queue = f'kill-{uuid.uuid4().hex[:8]}'
-    command = [sys.executable, '-m', 'harness', 'worker', '--temporal', temporal_address, '-q', queue,
-               '--store', str(store), '--agents', 'temporal_agents:work']
+    command = [
+        sys.executable,
+        '-m',
+        'harness',
+        'worker',
+        '--temporal',
+        temporal_address,
+        '-q',
+        queue,
+        '--store',
+        str(store),
+        '--agents',
+        'temporal_agents:work',
+    ]
     workers = [spawn(command, env=env, cwd=tmp_path) for _ in range(2)]
     for each in workers:  # `worker: ...` goes to stderr; wait for both to poll
         while not any(line.startswith('worker:') for line in each.stderr):
@@ -303,12 +334,13 @@ async def test_a_worker_that_cannot_write_the_store_fails_the_run_with_a_clear_e
 async def test_a_long_script_continues_as_new_and_keeps_what_it_printed(temporal_address: str, tmp_path: Path) -> None:
     from harness._temporal._flow import ScriptStart, ScriptWorkflow, workflow_id
 
-    code = "total = 0\nfor i in range(6):\n    total += await square(i=i)\n    print(i)\ntotal"
+    code = 'total = 0\nfor i in range(6):\n    total += await square(i=i)\n    print(i)\ntotal'
     async with on_temporal(temporal_address, tmp_path / 'runs.db') as h:
         client = await connect(temporal_address)
         start = ScriptStart(run_id='a1b2c3d4e5f6a7b8c9d0e1f2', code=code, advances_per_history=2)
-        out = await client.execute_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
-                                            task_queue=h.task_queue)
+        out = await client.execute_workflow(
+            ScriptWorkflow.run, start, id=workflow_id(start.run_id), task_queue=h.task_queue
+        )
         assert (out.status, out.value, out.printed) == ('completed', 55, '0\n1\n2\n3\n4\n5\n')
         runs = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id(start.run_id)}'")]
         assert len(runs) >= 3  # one execution per history, chained by continue-as-new
@@ -339,8 +371,11 @@ w = await first_of(slow(q='y'), square(i=3))
         assert result.value == ['timed out', 9]
         release.set()
         assert h.store is not None
-        statuses = {c.callee + ':' + str(c.arguments.get('q', c.arguments.get('i', ''))): c.status
-                    for c in h.store.calls(result.run_id) if not c.callee.startswith('join:')}
+        statuses = {
+            c.callee + ':' + str(c.arguments.get('q', c.arguments.get('i', ''))): c.status
+            for c in h.store.calls(result.run_id)
+            if not c.callee.startswith('join:')
+        }
         assert statuses == {'slow:x': 'timed_out', 'slow:y': 'lost', 'square:3': 'ok'}
 
 
@@ -371,8 +406,11 @@ def test_a_late_result_does_not_overwrite_a_call_a_join_dropped(tmp_path: Path) 
     store.create_run(RunRow(run_id='r1', script='x'))
     store.put_calls('r1', [CallRecord(1, 'slow', {}, 1), CallRecord(2, 'slow', {}, 1)])
     store.put_calls('r1', [CallRecord(1, 'slow', {}, 1, status='timed_out', error='late')])
-    store.put_calls('r1', [CallRecord(1, 'slow', {}, 1, status='ok', result='a'),
-                           CallRecord(2, 'slow', {}, 1, status='ok', result='b')], only_running=True)
+    store.put_calls(
+        'r1',
+        [CallRecord(1, 'slow', {}, 1, status='ok', result='a'), CallRecord(2, 'slow', {}, 1, status='ok', result='b')],
+        only_running=True,
+    )
     assert [(c.status, c.result) for c in store.calls('r1')] == [('timed_out', None), ('ok', 'b')]
     assert store.verify('r1') == []
     store.close()
@@ -416,8 +454,9 @@ def test_the_cli_runs_a_script_on_temporal_from_pyproject(temporal_address: str,
 
 
 def test_a_worker_without_a_server_says_so_in_one_line(tmp_path: Path, cli) -> None:
-    result = cli(['worker', '--temporal', f'127.0.0.1:{free_port()}', '--store', str(tmp_path / 'runs.db')],
-                 cwd=tmp_path)
+    result = cli(
+        ['worker', '--temporal', f'127.0.0.1:{free_port()}', '--store', str(tmp_path / 'runs.db')], cwd=tmp_path
+    )
     assert result.exit_code == 1, result.describe()
     assert result.stderr.strip().startswith('error: Cannot reach a Temporal server at 127.0.0.1:')
     assert len(result.stderr.strip().splitlines()) == 1 and 'Traceback' not in result.stderr
@@ -432,8 +471,22 @@ def test_temporal_dev_starts_a_server_and_its_web_ui_on_localhost(tmp_path: Path
     port, ui = free_port(), free_port()
     said = tmp_path / 'stderr.txt'
     with said.open('wb') as stderr:
-        server = subprocess.Popen([sys.executable, '-m', 'harness', 'temporal-dev', '--port', str(port), '--ui-port',
-                                   str(ui), '--db', str(tmp_path / 'dev.db')], stdout=subprocess.DEVNULL, stderr=stderr)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                '-m',
+                'harness',
+                'temporal-dev',
+                '--port',
+                str(port),
+                '--ui-port',
+                str(ui),
+                '--db',
+                str(tmp_path / 'dev.db'),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         wait_for_port(port, server)  # type: ignore[arg-type]
         wait_for_port(ui, server)  # type: ignore[arg-type]
@@ -491,7 +544,10 @@ def test_an_error_a_worker_reports_by_name_is_raised_as_its_class_in_the_caller(
     from harness._errors import raised_as
 
     assert [raised_as(n) for n in ('BudgetExceeded', 'PolicyViolation', 'WorkflowTypeError')] == [
-        BudgetExceeded, PolicyViolation, WorkflowTypeError]
+        BudgetExceeded,
+        PolicyViolation,
+        WorkflowTypeError,
+    ]
     assert {raised_as(n) for n in ('RunBusy', 'NeedsDecision', 'KeyError', None)} == {WorkflowRuntimeError}
 
 

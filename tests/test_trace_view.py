@@ -124,9 +124,7 @@ def by_name(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 # --- the recorder -------------------------------------------------------------------------------
 
 
-def test_recorder_collects_the_run_and_its_descendants(
-    provider: TracerProvider, recorder: RunSpanRecorder
-) -> None:
+def test_recorder_collects_the_run_and_its_descendants(provider: TracerProvider, recorder: RunSpanRecorder) -> None:
     ids = record_run(provider)
     spans = recorder.drain('r1')
 
@@ -241,9 +239,7 @@ def test_recorder_bounds_memory() -> None:
 # --- the views ----------------------------------------------------------------------------------
 
 
-def test_render_tree_shows_names_durations_and_details(
-    provider: TracerProvider, recorder: RunSpanRecorder
-) -> None:
+def test_render_tree_shows_names_durations_and_details(provider: TracerProvider, recorder: RunSpanRecorder) -> None:
     record_run(provider)
     console = Console(record=True, width=120)
     console.print(render_tree(recorder.drain('r1')))

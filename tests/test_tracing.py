@@ -51,6 +51,7 @@ from trace_worker import FANOUT, SLOW_VALUE  # noqa: E402
 Tree = tuple[str, tuple['Tree', ...]]
 """A span as (name, children), children in start order: an exact, id-free picture of a trace."""
 
+
 def agent_run(agent: str) -> Tree:
     return (f'invoke_agent {agent}', (('chat test', ()),))
 
@@ -159,17 +160,19 @@ class Receiver:
                         attributes = {a.key: plain(a.value) for a in s.attributes}
                         if attributes.get('logfire.span_type') == 'pending_span':
                             continue
-                        spans.append(Span(
-                            name=s.name,
-                            span_id=s.span_id.hex(),
-                            parent_id=s.parent_span_id.hex() or None,
-                            trace_id=s.trace_id.hex(),
-                            start=s.start_time_unix_nano / 1e9,
-                            end=s.end_time_unix_nano / 1e9,
-                            attributes=attributes,
-                            resource=resource,
-                            events=[(e.name, {a.key: plain(a.value) for a in e.attributes}) for e in s.events],
-                        ))
+                        spans.append(
+                            Span(
+                                name=s.name,
+                                span_id=s.span_id.hex(),
+                                parent_id=s.parent_span_id.hex() or None,
+                                trace_id=s.trace_id.hex(),
+                                start=s.start_time_unix_nano / 1e9,
+                                end=s.end_time_unix_nano / 1e9,
+                                attributes=attributes,
+                                resource=resource,
+                                events=[(e.name, {a.key: plain(a.value) for a in e.attributes}) for e in s.events],
+                            )
+                        )
         with self.lock:
             self.paths.append(path)
             self.spans.extend(spans)
@@ -202,7 +205,8 @@ def plain(value: AnyValue) -> Any:
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without any tracing setup, token or model key."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith(('LOGFIRE_', 'OTEL_', 'HARNESS_')) and not k.endswith('_API_KEY')
     }
     return {**env, 'PYTHONUNBUFFERED': '1', **extra}
@@ -246,8 +250,11 @@ def traced(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, spawn: 
     """Both workers start at once; the offline one resumes the run the OTLP one was killed in."""
     tmp = tmp_path_factory.mktemp('tracing')  # no .logfire credentials file in here
     worker = [sys.executable, str(WORKER)]
-    otlp = spawn([*worker, 'otlp', str(tmp)], cwd=tmp,
-                 env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20'))
+    otlp = spawn(
+        [*worker, 'otlp', str(tmp)],
+        cwd=tmp,
+        env=clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY='20'),
+    )
     offline = spawn([*worker, 'offline', str(tmp)], cwd=tmp, env=clean_env())
 
     fanout_run_id = said(otlp, 'fanout')['run_id']  # flushed before it said so: its spans are at the receiver
@@ -270,10 +277,17 @@ def traced(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, spawn: 
     report = said(offline, 'report')
     offline.finish()
     return Traced(
-        otlp_pid=otlp.pid, otlp_store=tmp / 'otlp.db', fanout_run_id=fanout_run_id,
-        fanout_trace_id=fanout_run.trace_id, offline_store=tmp / 'offline.db', offline_run_id=offline_run_id,
-        crash_store=tmp / 'crash.db', crash_run_id=crash_run_id, status_after_kill=status_after_kill,
-        resumed=resumed, report=report,
+        otlp_pid=otlp.pid,
+        otlp_store=tmp / 'otlp.db',
+        fanout_run_id=fanout_run_id,
+        fanout_trace_id=fanout_run.trace_id,
+        offline_store=tmp / 'offline.db',
+        offline_run_id=offline_run_id,
+        crash_store=tmp / 'crash.db',
+        crash_run_id=crash_run_id,
+        status_after_kill=status_after_kill,
+        resumed=resumed,
+        report=report,
     )
 
 
@@ -354,8 +368,15 @@ def test_one_trace_from_orchestrator_to_sub_agents_with_capfire(capfire: Capture
     }
     assert run.trace_context is not None and root.trace_id in run.trace_context
     text = rendered(stored)
-    for name in (f'run_workflow {run.run_id}', 'check', 'call reviewer', 'invoke_agent reviewer', 'chat test',
-                 'call summarizer', 'invoke_agent summarizer'):
+    for name in (
+        f'run_workflow {run.run_id}',
+        'check',
+        'call reviewer',
+        'invoke_agent reviewer',
+        'chat test',
+        'call summarizer',
+        'invoke_agent summarizer',
+    ):
         assert name in text
 
 
@@ -366,6 +387,7 @@ def test_log_and_phase_are_events_of_the_run_span(capfire: CaptureLogfire, trace
     install_recorder()  # capfire replaced logfire's provider: put the offline recorder on the new one
     h = Harness(store=':memory:', trace_values=trace_values)
     try:
+
         @h.tool
         async def double(*, x: int) -> int:
             return 2 * x
@@ -373,8 +395,11 @@ def test_log_and_phase_are_events_of_the_run_span(capfire: CaptureLogfire, trace
         result = h.run_sync('phase("start")\ny = await double(x=1)\nlog(f"y is {y}")\ny')
     finally:
         h.close()
-    [workflow] = [s for s in capfire.exporter.exported_spans if s.name == f'run_workflow {result.run_id}'
-                  and (s.attributes or {}).get('logfire.span_type') != 'pending_span']
+    [workflow] = [
+        s
+        for s in capfire.exporter.exported_spans
+        if s.name == f'run_workflow {result.run_id}' and (s.attributes or {}).get('logfire.span_type') != 'pending_span'
+    ]
     events = [(e.name, dict(e.attributes or {})) for e in workflow.events if e.name == 'progress']
     text = (lambda t: {'harness.progress.text': t}) if trace_values else (lambda t: {})
     assert events == [
@@ -431,8 +456,11 @@ def test_resumed_run_continues_the_original_trace(traced: Traced, receiver: Rece
 
     # The original part, as the killed process exported it before it died: the check and some calls
     # (that process's fan-out, an earlier and separate trace, left aside).
-    original = [s for s in receiver.from_pid(traced.otlp_pid) if s.trace_id != traced.fanout_trace_id
-                and (s.attributes.get('harness.run_id') == run_id or s.name == 'check')]
+    original = [
+        s
+        for s in receiver.from_pid(traced.otlp_pid)
+        if s.trace_id != traced.fanout_trace_id and (s.attributes.get('harness.run_id') == run_id or s.name == 'check')
+    ]
     assert any(s.name == 'call slow' for s in original)
     assert any(s.name == 'check' for s in original)
     assert {s.trace_id for s in original} == {trace_id}
@@ -470,14 +498,14 @@ def test_without_token_or_endpoint_nothing_is_sent(traced: Traced) -> None:
     assert tree_of(stored, only(stored, f'run_workflow {traced.offline_run_id}')) == run_tree(traced.offline_run_id)
 
 
-CLI_SCRIPT = '''\
+CLI_SCRIPT = """\
 import asyncio
 source = await read_file(path="a.py")
 reviews = await asyncio.gather(
     reviewer(path="a.py", source=source), reviewer(path="a.py", source=source, focus="bugs")
 )
 await summarizer(task=str(reviews))
-'''
+"""
 
 
 def test_harness_trace_prints_the_run_tree(cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -487,8 +515,11 @@ def test_harness_trace_prints_the_run_tree(cli: Callable[..., Any], tmp_path: Pa
     (workspace / 'a.py').write_text('def double(x):\n    return x * 2\n')
     (tmp_path / 'flow.py').write_text(CLI_SCRIPT)
     store = tmp_path / 'cli.db'
-    ran = cli(['exec', str(tmp_path / 'flow.py'), '--json', '--store', str(store), '--root', str(workspace)],
-              cwd=tmp_path, columns=200)
+    ran = cli(
+        ['exec', str(tmp_path / 'flow.py'), '--json', '--store', str(store), '--root', str(workspace)],
+        cwd=tmp_path,
+        columns=200,
+    )
     assert ran.exit_code == 0, ran.describe()
     run_id = json.loads(ran.stdout.strip().splitlines()[-1])['run_id']
     shown = cli(['trace', run_id, '--store', str(store)], cwd=tmp_path, columns=200)
@@ -499,7 +530,11 @@ def test_harness_trace_prints_the_run_tree(cli: Callable[..., Any], tmp_path: Pa
     spans = from_stored(stored)
     workflow = only(spans, f'run_workflow {run_id}')
     assert [s.name for s in spans if s.parent_id == workflow.span_id] == [
-        'check', 'call read_file', 'call reviewer', 'call reviewer', 'call summarizer'
+        'check',
+        'call read_file',
+        'call reviewer',
+        'call reviewer',
+        'call summarizer',
     ]
     lines = out.rstrip('\n').splitlines()
     assert len(lines) == len(spans)

@@ -29,9 +29,13 @@ from waiting_worker import build, build_progress  # noqa: E402
 
 
 def start_worker(kind: str, store: Path, markers: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(WORKER), kind, str(store), str(markers)],
-                            env={**os.environ, 'PYTHONUNBUFFERED': '1'}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), kind, str(store), str(markers)],
+        env={**os.environ, 'PYTHONUNBUFFERED': '1'},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
     assert line and line[0] == 'ready', proc.stderr.read() if proc.stderr else ''
@@ -85,9 +89,7 @@ def test_gated_calls_in_one_gather_wait_together_and_are_decided_one_by_one(make
         return f'sent {to}'
 
     script = (
-        'import asyncio\n'
-        'r = await settle_all(send(to="a"), send(to="b"))\n'
-        '[x.get("value", x.get("error")) for x in r]'
+        'import asyncio\nr = await settle_all(send(to="a"), send(to="b"))\n[x.get("value", x.get("error")) for x in r]'
     )
     first = h.run_sync(script)
     assert first.status == 'waiting' and [p.seq for p in first.waiting] == [1, 2]
@@ -384,13 +386,14 @@ def progress_harness(make_harness: Any, **kwargs: Any) -> tuple[Harness, list[st
 
 def test_log_and_phase_are_kept_in_order_with_their_seq_and_replay_the_same(make_harness: Any) -> None:
     h, ran = progress_harness(make_harness)
-    script = ('phase("fetch")\nlog("starting")\ny = await double(x=2)\nlog(f"got {y}")\n'
-              'phase("done")\ny')
+    script = 'phase("fetch")\nlog("starting")\ny = await double(x=2)\nlog(f"got {y}")\nphase("done")\ny'
     result = h.run_sync(script)
     assert result.value == 4
     assert result.progress == [
-        {'kind': 'phase', 'text': 'fetch', 'seq': 1}, {'kind': 'log', 'text': 'starting', 'seq': 2},
-        {'kind': 'log', 'text': 'got 4', 'seq': 4}, {'kind': 'phase', 'text': 'done', 'seq': 5},
+        {'kind': 'phase', 'text': 'fetch', 'seq': 1},
+        {'kind': 'log', 'text': 'starting', 'seq': 2},
+        {'kind': 'log', 'text': 'got 4', 'seq': 4},
+        {'kind': 'phase', 'text': 'done', 'seq': 5},
     ]
     ran.clear()
     replayed = h.replay_sync(result.run_id)
@@ -403,8 +406,7 @@ def test_log_and_phase_are_kept_in_order_with_their_seq_and_replay_the_same(make
 
 def test_progress_across_a_wait_for_approval_is_neither_lost_nor_repeated(make_harness: Any, tmp_path: Path) -> None:
     h, ran = progress_harness(make_harness, store=str(tmp_path / 'runs.db'))
-    script = ('phase("draft")\nlog("one")\nr = await send(to="ann")\nlog(r)\n'
-              'for i in range(1_200):\n    log(str(i))\nr')
+    script = 'phase("draft")\nlog("one")\nr = await send(to="ann")\nlog(r)\nfor i in range(1_200):\n    log(str(i))\nr'
     first = h.run_sync(script)
     assert first.status == 'waiting'
     assert first.progress == [{'kind': 'phase', 'text': 'draft', 'seq': 1}, {'kind': 'log', 'text': 'one', 'seq': 2}]

@@ -73,12 +73,7 @@ class Match(TypedDict):
 class Workspace:
     """Read-only, root-scoped file access: `list_files`, `read_file`, `search_text`."""
 
-    def __init__(
-        self,
-        root: str | Path,
-        *,
-        ignored_dirs: frozenset[str] | set[str] = DEFAULT_IGNORED_DIRS,
-    ) -> None:
+    def __init__(self, root: str | Path, *, ignored_dirs: frozenset[str] | set[str] = DEFAULT_IGNORED_DIRS) -> None:
         given = Path(root).expanduser()
         try:
             resolved = given.resolve(strict=True)
@@ -119,9 +114,7 @@ class Workspace:
             raise WorkspaceError(f'no file {shown} in the workspace{self._suggest(path)}')
         if target.is_dir():
             hint = _shown(f'{clean_relative(path).rstrip("/")}/*') if clean_relative(path) else "'*'"
-            raise WorkspaceError(
-                f'{shown} is a directory, not a file: list it with list_files(pattern={hint})'
-            )
+            raise WorkspaceError(f'{shown} is a directory, not a file: list it with list_files(pattern={hint})')
         if not target.is_file():
             raise WorkspaceError(f'{shown} is not a regular file')
         try:
@@ -149,9 +142,7 @@ class Workspace:
         if not pattern:
             raise WorkspaceError('the search pattern is empty: pass a regular expression such as "def main"')
         if len(pattern) > MAX_PATTERN:
-            raise WorkspaceError(
-                f'the search pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN}'
-            )
+            raise WorkspaceError(f'the search pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN}')
         try:
             regex = re.compile(pattern)
         except re.error as exc:
@@ -198,9 +189,7 @@ class Workspace:
             # Not echoed whole: an absolute path may spell out where the workspace lives on the host.
             name = PurePosixPath(normal).name
             shown = f'{what} ending in {_shown(name)}' if name and name != '~' else f'the {what}'
-            raise WorkspaceError(
-                f'{shown} is absolute; use a path relative to the workspace root, e.g. "src/app.py"'
-            )
+            raise WorkspaceError(f'{shown} is absolute; use a path relative to the workspace root, e.g. "src/app.py"')
         if '..' in PurePosixPath(normal).parts:
             raise WorkspaceError(
                 f'{what} {_shown(path)} goes up with "..", outside the workspace; '

@@ -48,7 +48,10 @@ class Orchestration:
     _callees: dict[str, Callee]
 
     def capability(
-        self, *, on_event: EventHandler | None = None, allow: Iterable[str] | None = None,
+        self,
+        *,
+        on_event: EventHandler | None = None,
+        allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
     ) -> Toolset[Any]:
         """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent.
@@ -60,8 +63,10 @@ class Orchestration:
         host = cast(WorkflowHost, self)  # the Harness this is part of
         # On Temporal the agent runs in workflow code, which reads no store; and a Temporal conversation's turn is
         # never lost with a process (its history is the workflow's), so there is no interrupted turn to tell of.
-        return WorkflowCapability(toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)),
-                                  host=None if self.temporal else host)
+        return WorkflowCapability(
+            toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)),
+            host=None if self.temporal else host,
+        )
 
     def orchestrator(
         self,

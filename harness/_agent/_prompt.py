@@ -66,7 +66,10 @@ def tool_description(
 
 
 def budgets(
-    callees: Mapping[str, Callee], max_agent_calls: int, max_tool_calls: int | None, max_repeats: int | None,
+    callees: Mapping[str, Callee],
+    max_agent_calls: int,
+    max_tool_calls: int | None,
+    max_repeats: int | None,
     access: Access,
 ) -> str:
     agents = sorted(name for name, c in callees.items() if c.kind == 'agent')
@@ -77,20 +80,28 @@ def budgets(
     if tools:
         limit = f'at most {max_tool_calls} in all' if max_tool_calls is not None else 'no limit'
         lines.append(f'- host tool calls ({", ".join(tools)}): {limit}.')
-    lines.append('- A call identical to one that already succeeded (same function, same arguments) is answered '
-                 'from its stored result and costs nothing; when the budget runs out, calls raise RuntimeError.')
+    lines.append(
+        '- A call identical to one that already succeeded (same function, same arguments) is answered '
+        'from its stored result and costs nothing; when the budget runs out, calls raise RuntimeError.'
+    )
     if counts := sorted(counted(c.requires for c in callees.values())):  # each authorises one call (`_sources`)
-        lines.append(f'- Except {", ".join(counts)}: each call runs (and is charged), since each success authorises '
-                     'one guarded call.')
+        lines.append(
+            f'- Except {", ".join(counts)}: each call runs (and is charged), since each success authorises '
+            'one guarded call.'
+        )
     effects = sorted(name for name, c in callees.items() if c.side_effect)
     if effects:  # a side effect happens as often as the script asks for it (`_dispatch._effects`)
-        lines.append(f'- Except side effects ({", ".join(effects)}): each call a script makes runs; only a later '
-                     'script repeating one that already succeeded (a retry, or a turn after one that was cut off) '
-                     'gets its stored result instead of doing it again, and is told so.')
+        lines.append(
+            f'- Except side effects ({", ".join(effects)}): each call a script makes runs; only a later '
+            'script repeating one that already succeeded (a retry, or a turn after one that was cut off) '
+            'gets its stored result instead of doing it again, and is told so.'
+        )
     if max_repeats is not None:
-        lines.append(f'- The same call more than {max_repeats} times in one script stops it as stuck: keep a '
-                     f'result in a variable. So does calling a function again after it failed the same way '
-                     f'{max_repeats} times in a row, whatever the arguments.')
+        lines.append(
+            f'- The same call more than {max_repeats} times in one script stops it as stuck: keep a '
+            f'result in a variable. So does calling a function again after it failed the same way '
+            f'{max_repeats} times in a row, whatever the arguments.'
+        )
     if access.allow is not None:
         lines.append(f'- This run may call only: {", ".join(sorted(access.allow))}.')
     if access.deny:

@@ -49,6 +49,7 @@ _ARGS = TypeAdapter(_Arguments)
 _ARGS_SCHEMA = _ARGS.json_schema()
 _ARGS_VALIDATOR = cast(SchemaValidatorProt, _ARGS.validator)
 
+
 def completed_section(completed: list[CallRecord]) -> str:
     """A bounded list of results a retry can reuse instead of paying for them again."""
     if not completed:
@@ -97,8 +98,9 @@ class WorkflowHost(Protocol):
 
     def new_scope(self, **kwargs: Any) -> RunScope: ...
 
-    async def run(self, code: str, *, scope: RunScope | None = None,
-                  on_event: EventHandler | None = None) -> WorkflowResult: ...
+    async def run(
+        self, code: str, *, scope: RunScope | None = None, on_event: EventHandler | None = None
+    ) -> WorkflowResult: ...
 
     async def resume(self, run_id: str, *, on_event: EventHandler | None = None) -> WorkflowResult: ...
 
@@ -129,8 +131,12 @@ class WorkflowToolset(AbstractToolset[Any]):
     def description(self) -> str:
         h = self.harness
         return tool_description(
-            h.callees, h.stubs(), max_agent_calls=h.max_agent_calls, max_tool_calls=h.max_tool_calls,
-            max_repeats=h.max_repeats, access=self.access,
+            h.callees,
+            h.stubs(),
+            max_agent_calls=h.max_agent_calls,
+            max_tool_calls=h.max_tool_calls,
+            max_repeats=h.max_repeats,
+            access=self.access,
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
@@ -151,10 +157,7 @@ class WorkflowToolset(AbstractToolset[Any]):
         if _in_workflow.get():
             return {}
         tool_def = ToolDefinition(
-            name=TOOL_NAME,
-            description=self.description(),
-            parameters_json_schema=_ARGS_SCHEMA,
-            sequential=True,
+            name=TOOL_NAME, description=self.description(), parameters_json_schema=_ARGS_SCHEMA, sequential=True
         )
         return {
             TOOL_NAME: ToolsetTool(
@@ -230,5 +233,8 @@ class WorkflowToolset(AbstractToolset[Any]):
         text = preview(result.value, limit + 1)
         if len(text) <= limit:
             return result.value
-        return {'preview': text[:limit], 'note': f'The value is longer than {limit} characters as JSON; this is its '
-                f'start. The whole value is stored with run {result.run_id}: return less (a summary, or a slice).'}
+        return {
+            'preview': text[:limit],
+            'note': f'The value is longer than {limit} characters as JSON; this is its '
+            f'start. The whole value is stored with run {result.run_id}: return less (a summary, or a slice).',
+        }

@@ -15,12 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from .._tracing._names import (
-    ATTR_USAGE_COST,
-    ATTR_USAGE_INPUT_TOKENS,
-    ATTR_USAGE_OUTPUT_TOKENS,
-    ATTR_USAGE_REQUESTS,
-)
+from .._tracing._names import ATTR_USAGE_COST, ATTR_USAGE_INPUT_TOKENS, ATTR_USAGE_OUTPUT_TOKENS, ATTR_USAGE_REQUESTS
 
 
 @dataclass

@@ -36,6 +36,7 @@ from ._rules import After
 
 Invoke = Callable[[BaseModel, CallContext, RunScope], Awaitable[Any]]
 
+
 class RegistrationError(UserError):
     """A sub-agent or tool cannot be registered as given; the message names the fix."""
 
@@ -130,9 +131,7 @@ class Callee:
         parameters = self.params.model_json_schema()
         check_keywords(self.name, parameters)
         sig = FunctionSignature.from_schema(
-            name=self.name,
-            parameters_schema=parameters,
-            return_schema=self.returns.schema,
+            name=self.name, parameters_schema=parameters, return_schema=self.returns.schema
         )
         object.__setattr__(self, 'signature', sig)
 
@@ -151,8 +150,7 @@ class Callee:
 
     def wrong_return(self, exc: WrongReturn) -> str:
         """The message a script (and the journal) gets for a return value of the wrong type."""
-        return (f'{self.name} returned {exc.actual}, but its stub promises {self.declared_return} '
-                f'({exc.problem})')
+        return f'{self.name} returned {exc.actual}, but its stub promises {self.declared_return} ({exc.problem})'
 
 
 def check_name(name: str | None, existing: set[str], *, what: str) -> str:
@@ -219,9 +217,7 @@ def check_crossable(annotation: Any, *, where: str) -> TypeAdapter[Any]:
     return adapter
 
 
-def params_from_function(
-    fn: Callable[..., Any], name: str, docs: dict[str, str]
-) -> tuple[type[BaseModel], str | None]:
+def params_from_function(fn: Callable[..., Any], name: str, docs: dict[str, str]) -> tuple[type[BaseModel], str | None]:
     """The keyword parameters of `fn` as a strict pydantic model (described by `docs`, per parameter),
     and the name of its `CallContext` parameter."""
     try:
@@ -300,11 +296,7 @@ def _closed(params: type[BaseModel]) -> type[BaseModel]:
     return type(params.__name__, (params,), {'model_config': closed, '__doc__': params.__doc__})
 
 
-TASK_PARAMS = create_model(
-    'task_arguments',
-    __config__=ConfigDict(extra='forbid', strict=True),
-    task=(str, ...),
-)
+TASK_PARAMS = create_model('task_arguments', __config__=ConfigDict(extra='forbid', strict=True), task=(str, ...))
 
 
 def callee_from_agent(
@@ -326,12 +318,7 @@ def callee_from_agent(
     async def invoke(args: BaseModel, ctx: CallContext, scope: RunScope) -> Any:
         prompt = getattr(args, 'task') if params is None else format_as_xml(args, root_tag='input')  # noqa: B009
         model = scope.model if inherit_model and scope.model is not None else None
-        result = await agent.run(
-            prompt,
-            deps=scope.deps,
-            model=model,
-            usage_limits=scope.sub_agent_usage_limits,
-        )
+        result = await agent.run(prompt, deps=scope.deps, model=model, usage_limits=scope.sub_agent_usage_limits)
         if scope.usage is not None:
             scope.usage.incr(tokens_only(result.usage))
         record_usage(result.usage)  # the workflow run's own totals
@@ -369,12 +356,7 @@ def _agent_output(agent: AbstractAgent[Any, Any]) -> Returns:
 
 
 def callee_from_function(
-    fn: Callable[..., Any],
-    *,
-    kind: CallKind,
-    name: str | None,
-    description: str | None,
-    existing: set[str],
+    fn: Callable[..., Any], *, kind: CallKind, name: str | None, description: str | None, existing: set[str]
 ) -> Callee:
     """A typed function: keyword parameters become the stub's parameters, the docstring its description."""
     what = 'sub-agent' if kind == 'agent' else 'tool'

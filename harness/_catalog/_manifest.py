@@ -22,8 +22,10 @@ from ._callees import Callee
 def manifest(callees: Mapping[str, Callee], stubs: str) -> dict[str, Any]:
     return {
         'stubs': stubs,
-        'callees': {name: {'digest': digest(c), 'rules': rules_digest(c), 'version': c.version}
-                    for name, c in sorted(callees.items())},
+        'callees': {
+            name: {'digest': digest(c), 'rules': rules_digest(c), 'version': c.version}
+            for name, c in sorted(callees.items())
+        },
     }
 
 

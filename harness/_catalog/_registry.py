@@ -73,18 +73,32 @@ class Registry:
             existing=set(self._callees),
             inherit_model=self.inherit_model if inherit_model is None else inherit_model,
         )
-        self.add_callee(with_options(
-            callee, side_effect=side_effect, expose_errors=expose_errors, requires=requires, version=version,
-            approval=approval, cost=cost,
-        ))
+        self.add_callee(
+            with_options(
+                callee,
+                side_effect=side_effect,
+                expose_errors=expose_errors,
+                requires=requires,
+                version=version,
+                approval=approval,
+                cost=cost,
+            )
+        )
         return agent
 
     @overload
     def subagent(self, fn: F, /) -> F: ...
     @overload
     def subagent(
-        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        side_effect: bool = False,
+        expose_errors: bool = False,
+        requires: Requires = None,
+        version: str | None = None,
+        approval: bool = False,
         cost: float | None = None,
     ) -> Callable[[F], F]: ...
     def subagent(self, fn: Any = None, /, **options: Any) -> Any:
@@ -95,8 +109,15 @@ class Registry:
     def tool(self, fn: F, /) -> F: ...
     @overload
     def tool(
-        self, *, name: str | None = None, description: str | None = None, side_effect: bool = False,
-        expose_errors: bool = False, requires: Requires = None, version: str | None = None, approval: bool = False,
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        side_effect: bool = False,
+        expose_errors: bool = False,
+        requires: Requires = None,
+        version: str | None = None,
+        approval: bool = False,
         cost: float | None = None,
     ) -> Callable[[F], F]: ...
     def tool(self, fn: Any = None, /, **options: Any) -> Any:
@@ -118,7 +139,10 @@ class Registry:
     def _register_function(self, kind: CallKind, fn: Any, options: dict[str, Any]) -> Any:
         def register(f: F) -> F:
             callee = callee_from_function(
-                f, kind=kind, existing=set(self._callees), name=options.get('name'),
+                f,
+                kind=kind,
+                existing=set(self._callees),
+                name=options.get('name'),
                 description=options.get('description'),
             )
             flags = {key: value for key, value in options.items() if key not in ('name', 'description')}
@@ -159,14 +183,25 @@ class Registry:
 
 
 def with_options(
-    callee: Callee, *, side_effect: bool | Literal[_NotGiven.TOKEN] = NOT_GIVEN, expose_errors: bool = False,
-    requires: Requires = None, version: str | None = None, approval: bool = False, cost: float | None = None,
+    callee: Callee,
+    *,
+    side_effect: bool | Literal[_NotGiven.TOKEN] = NOT_GIVEN,
+    expose_errors: bool = False,
+    requires: Requires = None,
+    version: str | None = None,
+    approval: bool = False,
+    cost: float | None = None,
 ) -> Callee:
     """A registered callee with the options given at registration (`side_effect` not given: False)."""
     rules = normalize(requires)
     given = side_effect is not NOT_GIVEN
     return dataclasses.replace(
-        callee, side_effect=False if side_effect is NOT_GIVEN else side_effect, side_effect_given=given,
-        expose_errors=expose_errors, requires=rules, version=version, approval=approval,
+        callee,
+        side_effect=False if side_effect is NOT_GIVEN else side_effect,
+        side_effect_given=given,
+        expose_errors=expose_errors,
+        requires=rules,
+        version=version,
+        approval=approval,
         cost=check_cost(cost, callee.name),
     )

@@ -80,8 +80,10 @@ class After:
             object.__setattr__(self, 'same', (self.same,))
         if self.when is not None:
             if inspect.iscoroutinefunction(self.when):  # its coroutine would be truthy: every predecessor would pass
-                raise TypeError('After(when=...) takes a plain function, not an async function: a rule is decided '
-                                'at the pause, without awaiting.')
+                raise TypeError(
+                    'After(when=...) takes a plain function, not an async function: a rule is decided '
+                    'at the pause, without awaiting.'
+                )
             arity = _arity(self.when)
             if arity not in (1, 2):
                 raise TypeError('After(when=...) takes a function of the result, or of the result and the arguments.')
@@ -127,8 +129,13 @@ class After:
 
     def identity(self) -> list[Any]:
         """All the rule decides by, as plain data (the manifest's digest of the callee's rules)."""
-        return [self.callee, list(self.same), None if self.when is None else fingerprint(self.when), self.once,
-                self.trust_answers]
+        return [
+            self.callee,
+            list(self.same),
+            None if self.when is None else fingerprint(self.when),
+            self.once,
+            self.trust_answers,
+        ]
 
 
 Requirement = str | After
@@ -269,8 +276,7 @@ class Ledger:
             self.check(record.callee, record.arguments, rules, side_effect, record.seq)
 
     def check(
-        self, callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], side_effect: bool,
-        seq: int,
+        self, callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], side_effect: bool, seq: int
     ) -> str | None:
         """Why the rules refuse the call, or None (and what its `once` rules would consume is `claimed`)."""
         self.claimed = None
@@ -311,7 +317,6 @@ class Ledger:
             return earlier, None
         return None, supplied
 
-
     def spent_on(self, rule: After, arguments: Mapping[str, JsonValue], key: tuple[str, int]) -> bool:
         """Whether a consumed predecessor would have satisfied `rule` for this call: then calling it again is the
         fix (else the refusal's cause is a predecessor missing or failing its condition, which a repeat repeats)."""
@@ -330,16 +335,24 @@ def unmet(callee: str, rule: After, supplied: CallRecord | None, *, spent: bool 
     """The refusal of a call whose rule no predecessor satisfies (`spent`: one did, and a call consumed it)."""
     text = f'{callee} requires {rule.describe()}; it was not called.'
     if supplied is not None:
-        return (f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
-                f"person's answer), and authorises no side effect: call {rule.callee} first.")
+        return (
+            f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
+            f"person's answer), and authorises no side effect: call {rule.callee} first."
+        )
     if spent:
         return f'{text} Each {rule.callee} authorises one call: call {rule.callee} again first.'
     return f'{text} Call {rule.callee} first.'
 
 
 def refusal(
-    callee: str, arguments: Mapping[str, JsonValue], rules: tuple[After, ...], access: Access, ledger: Ledger, *,
-    side_effect: bool = False, seq: int = 0,
+    callee: str,
+    arguments: Mapping[str, JsonValue],
+    rules: tuple[After, ...],
+    access: Access,
+    ledger: Ledger,
+    *,
+    side_effect: bool = False,
+    seq: int = 0,
 ) -> str | None:
     """Why this call may not run now (the message the script's `PermissionError` carries), or None: then what
     its `once` rules consume is kept if the call is admitted (`Ledger.add`)."""
@@ -362,8 +375,9 @@ def fingerprint(fn: Callable[..., Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-_LIBRARY = tuple(sorted({os.path.join(sysconfig.get_path(name), '') for name in ('stdlib', 'platstdlib', 'purelib',
-                                                                                 'platlib')}))
+_LIBRARY = tuple(
+    sorted({os.path.join(sysconfig.get_path(name), '') for name in ('stdlib', 'platstdlib', 'purelib', 'platlib')})
+)
 """Where the standard library and installed packages live."""
 
 
@@ -408,11 +422,18 @@ class _Walk:
     def other(self, value: Any) -> Any:
         """Code, a partial, or a function followed into what it reads; anything else by a name (see `fingerprint`)."""
         if isinstance(value, CodeType):
-            return {'code': value.co_code.hex(), 'consts': self.described(value.co_consts),
-                    'names': list(value.co_names), 'args': value.co_argcount}
+            return {
+                'code': value.co_code.hex(),
+                'consts': self.described(value.co_consts),
+                'names': list(value.co_names),
+                'args': value.co_argcount,
+            }
         if isinstance(value, functools.partial):
-            return {'partial': self.described(value.func), 'args': self.described(value.args),
-                    'keywords': self.described(value.keywords)}
+            return {
+                'partial': self.described(value.func),
+                'args': self.described(value.args),
+                'keywords': self.described(value.keywords),
+            }
         if isinstance(value, type | BuiltinFunctionType):  # a class or a builtin: by its name
             return _name(value)
         if (fields := _fields(value)) is not None:  # a dataclass, pydantic model or enum member: its data too
@@ -429,9 +450,13 @@ class _Walk:
         self.seen.add(id(fn))
         cells = [cell.cell_contents for cell in fn.__closure__ or () if _filled(cell)]
         reads = {name: fn.__globals__[name] for name in sorted(_names(fn.__code__)) if name in fn.__globals__}
-        return {'fn': self.described(fn.__code__), 'defaults': self.described(fn.__defaults__ or ()),
-                'kwdefaults': self.described(fn.__kwdefaults__ or {}), 'closure': self.described(cells),
-                'globals': {name: self.described(v) for name, v in reads.items() if not isinstance(v, ModuleType)}}
+        return {
+            'fn': self.described(fn.__code__),
+            'defaults': self.described(fn.__defaults__ or ()),
+            'kwdefaults': self.described(fn.__kwdefaults__ or {}),
+            'closure': self.described(cells),
+            'globals': {name: self.described(v) for name, v in reads.items() if not isinstance(v, ModuleType)},
+        }
 
 
 def _fields(value: Any) -> dict[str, Any] | None:

@@ -52,8 +52,11 @@ def check_type_names(callees: Iterable[Callee]) -> None:
             for field in owner.fields.values():
                 clash = sorted(conflicting & set(re.findall(r'[A-Za-z_]\w*', str(field.type))))
                 if clash:
-                    users = sorted(s.name for s in signatures if s is not sig and any(
-                        t.name == clash[0] for t in s.referenced_types))
+                    users = sorted(
+                        s.name
+                        for s in signatures
+                        if s is not sig and any(t.name == clash[0] for t in s.referenced_types)
+                    )
                     raise RegistrationError(
                         f'{sig.name}: its type {owner.name} has a field {field.name!r} of type {clash[0]}, and '
                         f'{" and ".join(users)} use{"s" if len(users) == 1 else ""} a different type also named '
@@ -93,8 +96,10 @@ def describe(callee: Callee) -> str | None:
     if callee.side_effect:
         notes.append('Side effects: it changes something outside the script.')
     if callee.approval:
-        notes.append('Needs approval: a person must approve each call before it runs, so the script waits there '
-                     'for their decision; a rejected call raises PermissionError with their reason and does not run.')
+        notes.append(
+            'Needs approval: a person must approve each call before it runs, so the script waits there '
+            'for their decision; a rejected call raises PermissionError with their reason and does not run.'
+        )
     notes.extend(
         f'Requires {rule.describe()}; otherwise it is refused with PermissionError and does not run.'
         for rule in callee.requires

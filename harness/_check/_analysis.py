@@ -87,8 +87,14 @@ class Analysis:
     @property
     def findings(self) -> list[str]:
         """What `check` warns of (and `strict=True` refuses): the violations, then what could not be followed."""
-        return [*self.violations, *(f'line {line}: {reason}; the analysis cannot tell which calls it makes, so '
-                                    'strict mode refuses the script' for line, reason in self.incomplete)]
+        return [
+            *self.violations,
+            *(
+                f'line {line}: {reason}; the analysis cannot tell which calls it makes, so '
+                'strict mode refuses the script'
+                for line, reason in self.incomplete
+            ),
+        ]
 
     @property
     def bounds(self) -> dict[str, int | None]:
@@ -119,8 +125,12 @@ class Analysis:
         lines = [f'callees: {", ".join(sorted(self.callees)) or "none"}']
         bounds = self.bounds
         if bounds:
-            lines.append('most calls: ' + ', '.join(
-                f'{callee} {"unbounded" if bound is None else bound}' for callee, bound in sorted(bounds.items())))
+            lines.append(
+                'most calls: '
+                + ', '.join(
+                    f'{callee} {"unbounded" if bound is None else bound}' for callee, bound in sorted(bounds.items())
+                )
+            )
         for site in self.calls:
             where = ['unbounded' if site.max_calls is None else f'max {site.max_calls}']
             if site.via:
@@ -279,12 +289,17 @@ def analyze(
     flow = walker.run()
     sites = [_site(callee, line, context) for callee, line, context in flow.nodes]
     result = Analysis(
-        calls=sites, nodes=list(sites), edges=flow.edges, siblings=flow.siblings,
-        dynamic=[dataclasses.replace(_site(callee, line, context), max_calls=None)
-                 for callee, line, context in flow.dynamic],
+        calls=sites,
+        nodes=list(sites),
+        edges=flow.edges,
+        siblings=flow.siblings,
+        dynamic=[
+            dataclasses.replace(_site(callee, line, context), max_calls=None) for callee, line, context in flow.dynamic
+        ],
         violations=list(dict.fromkeys(flow.violations)),  # a helper called twice breaks a rule once per line
-        incomplete=list(dict.fromkeys((getattr(node, 'lineno', 0), reason)
-                                      for node, reason in unfollowable(tree, walker.scopes))),
+        incomplete=list(
+            dict.fromkeys((getattr(node, 'lineno', 0), reason) for node, reason in unfollowable(tree, walker.scopes))
+        ),
     )
     effects = set(side_effects)
     access = access or Access()
@@ -298,16 +313,26 @@ def analyze(
                 f'line {site.line}: {site.callee} is used as a value, so the order of its calls cannot be checked '
                 'before the run; call it directly.'
             )
-    result.violations.extend(dict.fromkeys(
-        f'line {site.line}: {site.callee} has side effects and is called in a loop with no literal bound (or '
-        'through recursion, or in a function used as a value), so it can run any number of times.'
-        for site in result.unbounded
-        if site.callee in effects
-    ))
+    result.violations.extend(
+        dict.fromkeys(
+            f'line {site.line}: {site.callee} has side effects and is called in a loop with no literal bound (or '
+            'through recursion, or in a function used as a value), so it can run any number of times.'
+            for site in result.unbounded
+            if site.callee in effects
+        )
+    )
     return result
 
 
 def _site(callee: str, line: int, context: Context) -> CallSite:
     bound = max_calls(context)
-    return CallSite(callee, line, in_loop=bool(context.loops), loop_bound=bound if context.loops else None,
-                    in_gather=context.gather, in_except=context.except_, via=context.via, max_calls=bound)
+    return CallSite(
+        callee,
+        line,
+        in_loop=bool(context.loops),
+        loop_bound=bound if context.loops else None,
+        in_gather=context.gather,
+        in_except=context.except_,
+        via=context.via,
+        max_calls=bound,
+    )

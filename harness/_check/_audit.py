@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the facade imports this module (strict mode's refusal), not
     from .._engine import Harness
 
 ENFORCEMENT = [
-    'requires= rules and allow/deny: at every call, when the paused script makes it, against the run\'s '
+    "requires= rules and allow/deny: at every call, when the paused script makes it, against the run's "
     'journal (Dispatcher.start), before the call is journaled as started, before any budget is spent and '
     'before it runs; the same on resume, replay and fork, whose answered calls are in the journal.',
     'approval=True: at the same point: the call is journaled waiting and the run stops until a person decides; '
@@ -77,16 +77,17 @@ class Audit:
         return [c.name for c in self.callees if c.possibly_irreversible]
 
     def as_json(self) -> dict[str, Any]:
-        return {'irreversible': self.irreversible, 'possibly_irreversible': self.possibly_irreversible,
-                **asdict(self)}
+        return {'irreversible': self.irreversible, 'possibly_irreversible': self.possibly_irreversible, **asdict(self)}
 
     def text(self) -> str:
         lines = ['What can hurt:' + ('' if self.findings else ' nothing found')]
         lines.extend(f'   - {finding}' for finding in self.findings)
         lines.append('1. Irreversible callees (side_effect=True): ' + (', '.join(self.irreversible) or 'none'))
         if self.possibly_irreversible:
-            lines.append('   Possibly irreversible (sub-agents with tools of their own, no side_effect= given): '
-                         + ', '.join(self.possibly_irreversible))
+            lines.append(
+                '   Possibly irreversible (sub-agents with tools of their own, no side_effect= given): '
+                + ', '.join(self.possibly_irreversible)
+            )
         lines.append('2. What guards each callee:')
         for callee in self.callees:
             lines.append(f'   {callee.name} ({callee.kind}): ' + ('; '.join(callee.guards) or 'budgets only'))
@@ -111,8 +112,11 @@ def audit(h: Harness) -> Audit:
         'call_concurrency': dict(h.call_concurrency),
         'max_repeats (identical calls per script)': h.max_repeats,
         'refused calls per script before it is stopped': MAX_REFUSALS,
-        'sandbox': {'max_duration_secs': h.limits.max_duration_secs, 'max_memory': h.limits.max_memory,
-                    'max_suspensions': h.limits.max_suspensions},
+        'sandbox': {
+            'max_duration_secs': h.limits.max_duration_secs,
+            'max_memory': h.limits.max_memory,
+            'max_suspensions': h.limits.max_suspensions,
+        },
         'strict (rule-breaking scripts fail the check)': h.strict,
         'allow_unguarded (strict lets scripts reach these unguarded callees)': sorted(h.allow_unguarded),
     }
@@ -129,8 +133,10 @@ def audit(h: Harness) -> Audit:
 
 def audit_callee(h: Harness, callee: Callee) -> CalleeAudit:
     """One callee's answers: its guards (each with where it is enforced), what a crash does, what can hurt."""
-    guards = [f'requires {rule.describe()}{untrusted(callee, rule)} (checked at each call, before it runs)'
-              for rule in callee.requires]
+    guards = [
+        f'requires {rule.describe()}{untrusted(callee, rule)} (checked at each call, before it runs)'
+        for rule in callee.requires
+    ]
     if callee.approval:
         guards.append('a person approves each call before it runs (approval=True; the run waits)')
     if callee.name in h.call_caps:
@@ -139,15 +145,25 @@ def audit_callee(h: Harness, callee: Callee) -> CalleeAudit:
         guards.append(f'at most {h.call_concurrency[callee.name]} at once (call_concurrency, as a call starts)')
     guards.append('counts against max_agent_calls' if callee.kind == 'agent' else 'counts against max_tool_calls')
     if callee.side_effect:
-        on_crash = ('in flight at a crash: its outcome is unknown, so resume stops with NeedsDecision until '
-                    'you re-run it (--retry-unknown) or supply its result (--answer SEQ=JSON); never re-run '
-                    'silently. Finished: answered from the journal, never repeated.')
+        on_crash = (
+            'in flight at a crash: its outcome is unknown, so resume stops with NeedsDecision until '
+            'you re-run it (--retry-unknown) or supply its result (--answer SEQ=JSON); never re-run '
+            'silently. Finished: answered from the journal, never repeated.'
+        )
     else:
         on_crash = 'in flight at a crash: run again on resume (attempt 2). Finished: answered from the journal.'
     tools = own_tools(callee.agent) if callee.agent is not None else ()
     possibly = bool(tools) and not callee.side_effect_given
-    return CalleeAudit(callee.name, callee.kind, callee.side_effect, tuple(guards), on_crash,
-                       unguarded=callee.unguarded, possibly_irreversible=possibly, own_tools=tools)
+    return CalleeAudit(
+        callee.name,
+        callee.kind,
+        callee.side_effect,
+        tuple(guards),
+        on_crash,
+        unguarded=callee.unguarded,
+        possibly_irreversible=possibly,
+        own_tools=tools,
+    )
 
 
 def untrusted(callee: Callee, rule: After) -> str:
@@ -155,22 +171,29 @@ def untrusted(callee: Callee, rule: After) -> str:
     rule's default, and the model has no answers to supply)."""
     if not callee.side_effect or rule.trust_answers:
         return ''
-    return (f"; a {rule.callee} result supplied rather than run (a fork's result=, --answer, an eval baseline) "
-            'does not count')
+    return (
+        f"; a {rule.callee} result supplied rather than run (a fork's result=, --answer, an eval baseline) "
+        'does not count'
+    )
 
 
 def what_can_hurt(c: CalleeAudit, allowed: frozenset[str]) -> str | None:
     """The finding for one callee, in plain words, with the fix; None when nothing of it can hurt unseen."""
     if c.unguarded:
-        allowed_text = (' strict=True lets scripts reach it (allow_unguarded names it).' if c.name in allowed else
-                        ' Give it requires= or approval=True, or accept it by name with allow_unguarded=[...]; '
-                        'strict=True refuses scripts that can reach it until then.')
+        allowed_text = (
+            ' strict=True lets scripts reach it (allow_unguarded names it).'
+            if c.name in allowed
+            else ' Give it requires= or approval=True, or accept it by name with allow_unguarded=[...]; '
+            'strict=True refuses scripts that can reach it until then.'
+        )
         return f'{c.name}: irreversible, no guard, no approval: a script can call it at step one.' + allowed_text
     if c.possibly_irreversible:
-        return (f'{c.name}: possibly irreversible: its own agent has tools ({", ".join(c.own_tools)}) that run '
-                'when it runs, and it was registered without side_effect=, so it counts as free of side effects '
-                '(re-run after a crash, not marked in the stubs). Register it with side_effect=True, or '
-                'side_effect=False if none of its tools changes anything.')
+        return (
+            f'{c.name}: possibly irreversible: its own agent has tools ({", ".join(c.own_tools)}) that run '
+            'when it runs, and it was registered without side_effect=, so it counts as free of side effects '
+            '(re-run after a crash, not marked in the stubs). Register it with side_effect=True, or '
+            'side_effect=False if none of its tools changes anything.'
+        )
     return None
 
 

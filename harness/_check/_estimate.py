@@ -9,13 +9,13 @@ its calls is refused before it runs). Unbounded calls of a callee that costs not
 It bounds one run of the script as written: a resume runs again the calls that were in flight when a run
 stopped, and a call can go past its ceiling by its last response (`_prices` says why).
 
-The `Harness` facade is an `Estimating`: `estimate(code)`, and `check` puts the estimate in its report.
+The `Harness` facade's `estimate(code)` (`_review`) is this, and `check` puts the estimate in its report.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic_ai.usage import UsageLimits
@@ -74,8 +74,10 @@ class Estimate:
             if part.per_call is None:
                 found.append(f'{part.callee}: {"unpriced" if part.unpriced else "unbounded per call"}: {part.reason}')
             else:
-                found.append(f'{part.callee}: unbounded calls (a loop without a literal bound, recursion, or a '
-                             'function used as a value)')
+                found.append(
+                    f'{part.callee}: unbounded calls (a loop without a literal bound, recursion, or a '
+                    'function used as a value)'
+                )
         return found
 
     @property
@@ -88,8 +90,10 @@ class Estimate:
         """The estimate as lines a person reads."""
         lines = [f'worst case: {self.worst_case}']
         for part in self.per_callee.values():
-            lines.append(f'  {part.callee}: {most(part.calls)} x {usd(part.per_call, part.unpriced)} ({part.source}) '
-                         f'= {usd(part.cost_usd, part.unpriced)}')
+            lines.append(
+                f'  {part.callee}: {most(part.calls)} x {usd(part.per_call, part.unpriced)} ({part.source}) '
+                f'= {usd(part.cost_usd, part.unpriced)}'
+            )
         lines.extend(f'  {reason}' for reason in self.reasons)
         return '\n'.join(lines)
 
@@ -116,13 +120,17 @@ def estimate(
     costs = [part.cost_usd for part in parts.values()]
     total = None if analysis.incomplete or None in costs else math.fsum(c for c in costs if c is not None)
     return Estimate(
-        calls=dict(sorted(bounds.items())), cost_usd=total, unpriced=[n for n, p in parts.items() if p.unpriced],
-        per_callee=parts, incomplete=list(analysis.incomplete),
+        calls=dict(sorted(bounds.items())),
+        cost_usd=total,
+        unpriced=[n for n, p in parts.items() if p.unpriced],
+        per_callee=parts,
+        incomplete=list(analysis.incomplete),
     )
 
 
-def _part(name: str, calls: int | None, callee: Callee | None, limits: UsageLimits | None,
-          access: Access) -> CalleeEstimate:
+def _part(
+    name: str, calls: int | None, callee: Callee | None, limits: UsageLimits | None, access: Access
+) -> CalleeEstimate:
     if access.refusal(name) is not None:
         ceiling = Ceiling(0.0, 'refused')
     elif callee is None:  # the analysis only counts catalog names; kept unpriced rather than free if not
@@ -130,25 +138,3 @@ def _part(name: str, calls: int | None, callee: Callee | None, limits: UsageLimi
     else:
         ceiling = call_ceiling(callee, limits)
     return CalleeEstimate(name, calls, ceiling.usd, ceiling.source, ceiling.unpriced, ceiling.reason)
-
-
-class Estimating:
-    """`estimate` over the catalog and analysis of a Harness."""
-
-    _callees: dict[str, Callee]
-    sub_agent_usage_limits: UsageLimits | None
-
-    def analyze(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Analysis:
-        """Declared here, defined by the Harness this is part of."""
-        raise TypeError('Estimating is a part of a Harness, which defines analyze')
-
-    def estimate(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Estimate:
-        """The most `code` can call and cost, before anything runs: per callee the analysis' bound times the
-        most one call costs (`cost=`, else a sub-agent's model price times `sub_agent_usage_limits`; host tools
-        nothing). `cost_usd` is None when something is unbounded or unpriced. Raises `SyntaxError` if it does
-        not parse."""
-        return self.estimate_of(self.analyze(code, allow=allow, deny=deny), Access.of(allow, deny))
-
-    def estimate_of(self, analysis: Analysis, access: Access | None = None) -> Estimate:
-        """The estimate of a script already analysed."""
-        return estimate(analysis, self._callees, self.sub_agent_usage_limits, access)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .._catalog._rules import After
+from ._bounds import literal_bound
 from ._scopes import Function, Scopes
 
 JOINS = frozenset({'gather', 'settle_all', 'settled', 'first_of', 'quorum', 'within'})
@@ -253,8 +254,14 @@ class Walker:
         for jump in self.jumps[jumps:]:  # a break or return made before any call of a later turn
             if jump.state.frontier & state.frontier and jump not in loop.continues:
                 jump.state = State(jump.state.done, jump.state.frontier | back.frontier)
-        entries = sorted({dst for src, dst, kind in self.flow.edges[mark:] if kind == 'next' and src in state.frontier
-                          and dst.startswith('n') and int(dst[1:]) >= first}, key=lambda n: int(n[1:]))
+        entries = sorted(
+            {
+                dst
+                for src, dst, kind in self.flow.edges[mark:]
+                if kind == 'next' and src in state.frontier and dst.startswith('n') and int(dst[1:]) >= first
+            },
+            key=lambda n: int(n[1:]),
+        )
         for dst in entries:
             self.link(back.frontier - state.frontier, dst, 'loop')
         self.context = saved
@@ -264,11 +271,12 @@ class Walker:
     def bound(self, iterable: ast.expr) -> int | None:
         if isinstance(iterable, ast.Call) and not self.counts:
             return None
-        return _bound(iterable)
+        return literal_bound(iterable)
 
     def for_(self, stmt: ast.For | ast.AsyncFor, state: State) -> State:
-        back, loop = self.iterate(state, self.bound(stmt.iter),
-                                  lambda s: self.block(stmt.body, self.expression(stmt.target, s)))
+        back, loop = self.iterate(
+            state, self.bound(stmt.iter), lambda s: self.block(stmt.body, self.expression(stmt.target, s))
+        )
         done = self.block(stmt.orelse, join(state, back))  # it ends at its head: after no turn or any
         return join(done, *(j.state for j in loop.breaks))
 
@@ -294,8 +302,10 @@ class Walker:
         ended = self.block(stmt.orelse, body)
         saved = self.context
         self.context = dataclasses.replace(saved, except_=True)
-        handled = [self.block(handler.body, self.sequence([handler.type] if handler.type else [], raised))
-                   for handler in stmt.handlers]
+        handled = [
+            self.block(handler.body, self.sequence([handler.type] if handler.type else [], raised))
+            for handler in stmt.handlers
+        ]
         self.context = saved
         joined = join(ended, *handled)
         if not stmt.finalbody:
@@ -352,8 +362,9 @@ class Walker:
         if isinstance(node, ast.Dict):
             pairs = [part for k, v in zip(node.keys, node.values, strict=True) for part in (k, v) if part is not None]
             return self.visit_all(pairs, done, frontier)  # key, value, key, value
-        return self.visit_all([c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr | ast.keyword)],
-                              done, frontier)
+        return self.visit_all(
+            [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr | ast.keyword)], done, frontier
+        )
 
     def visit_all(self, nodes: Sequence[ast.AST], done: frozenset[str], frontier: Frontier) -> Visited:
         certain: frozenset[str] = frozenset()
@@ -364,8 +375,9 @@ class Walker:
 
     def short_circuit(self, node: ast.BoolOp | ast.Compare, done: frozenset[str], frontier: Frontier) -> Visited:
         """`a or b`, `a and b`, `a < b < c`: only the first operands certainly run; it may stop after any."""
-        first, rest = (node.values[0], node.values[1:]) if isinstance(node, ast.BoolOp) else \
-            (node.left, node.comparators)
+        first, rest = (
+            (node.values[0], node.values[1:]) if isinstance(node, ast.BoolOp) else (node.left, node.comparators)
+        )
         if isinstance(node, ast.Compare):
             frontier, certain = self.visit_all([first, rest[0]], done, frontier)
             rest = rest[1:]
@@ -379,13 +391,14 @@ class Walker:
 
     def value(self, name: ast.Name) -> None:
         """A name read (not called): a callee used as a value is a dynamic use."""
-        if name.id in self.callees and isinstance(name.ctx, ast.Load) and (
-            not self.scopes.is_script_name(name) or name.id in self.rebound
+        if (
+            name.id in self.callees
+            and isinstance(name.ctx, ast.Load)
+            and (not self.scopes.is_script_name(name) or name.id in self.rebound)
         ):
             self.flow.dynamic.append((name.id, name.lineno, self.context))
 
-    def call(self, node: ast.Call, done: frozenset[str], frontier: Frontier, *, runs: bool,
-             succeeds: bool) -> Visited:
+    def call(self, node: ast.Call, done: frozenset[str], frontier: Frontier, *, runs: bool, succeeds: bool) -> Visited:
         """A call; `runs`: its coroutine is awaited here (an `async def` body runs here); `succeeds`: it
         certainly completed successfully when the evaluation goes on."""
         func = node.func
@@ -412,8 +425,7 @@ class Walker:
             return frontier, certain
         return frozenset().union(*(f for f, _c in options)), certain | frozenset.intersection(*(c for _f, c in options))
 
-    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *, runs: bool,
-               line: int) -> Visited:
+    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *, runs: bool, line: int) -> Visited:
         """A script function's body at its call, with the caller's state and loops."""
         if isinstance(function, ast.AsyncFunctionDef) and not runs:
             self.values.add(id(function))  # its body runs where the coroutine is awaited, unknown here
@@ -457,8 +469,7 @@ class Walker:
         self.frames.pop()
         return join(end, *(j.state for j in frame))
 
-    def join_(self, node: ast.Call, kind: str, done: frozenset[str], frontier: Frontier, *,
-              runs: bool) -> Visited:
+    def join_(self, node: ast.Call, kind: str, done: frozenset[str], frontier: Frontier, *, runs: bool) -> Visited:
         """A join: its arguments start together from the same point and run beside each other."""
         saved = self.context
         self.context = dataclasses.replace(saved, gather=True)
@@ -510,12 +521,20 @@ class Walker:
         """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
         if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
             arg = arg.value.value if isinstance(arg.value, ast.DictComp) else arg.value.elt
-        return isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and \
-            isinstance(self.scopes.function(arg.func), ast.AsyncFunctionDef)
+        return (
+            isinstance(arg, ast.Call)
+            and isinstance(arg.func, ast.Name)
+            and isinstance(self.scopes.function(arg.func), ast.AsyncFunctionDef)
+        )
 
-    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
-                      done: frozenset[str], frontier: Frontier, *,
-                      arm: tuple[bool, bool] | None = None) -> Visited:
+    def comprehension(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        done: frozenset[str],
+        frontier: Frontier,
+        *,
+        arm: tuple[bool, bool] | None = None,
+    ) -> Visited:
         """A comprehension: nested loops over its generators, each bounded by its literal iterable. As the
         starred argument of a join (`arm`: runs, succeeds), each element's call is one of its arguments."""
         generators = node.generators
@@ -558,24 +577,6 @@ def _arguments(node: ast.Call) -> list[ast.AST]:
     """A call's arguments in evaluation order: the positional ones (with `*rest`), then the keywords, whatever
     the source order (`f(x=a(), *b())` calls b first, in Python and in the sandbox)."""
     return [*node.args, *node.keywords]
-
-
-def _bound(iterable: ast.expr) -> int | None:
-    """How many times a `for` over `iterable` runs, when the source says so literally."""
-    if isinstance(iterable, ast.List | ast.Tuple | ast.Set) and not any(
-        isinstance(e, ast.Starred) for e in iterable.elts
-    ):
-        return len(iterable.elts)
-    if isinstance(iterable, ast.Dict) and None not in iterable.keys:
-        return len(iterable.keys)
-    if isinstance(iterable, ast.Constant) and isinstance(iterable.value, str | bytes):
-        return len(iterable.value)
-    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == 'range' \
-            and not iterable.keywords:
-        values = [a.value for a in iterable.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
-        if len(values) == len(iterable.args) and 1 <= len(values) <= 3:
-            return len(range(*values))
-    return None
 
 
 def max_calls(context: Context) -> int | None:

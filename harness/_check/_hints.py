@@ -34,7 +34,7 @@ TYPING = frozenset({'Any', 'Literal', 'Optional', 'Union', 'Callable'})
 """Names from typing a script must import to annotate with (the stubs' imports are not the script's);
 measured to import in the sandbox (`TypedDict`, `NotRequired`, `Awaitable` check but fail to import)."""
 UNSUPPORTED_SYNTAX = {
-    'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts) and functions',
+    'class inheritance': "use plain dicts (the stubs' TypedDicts are dicts) and functions",
     'yield': 'build and return a list instead of a generator',
 }
 
@@ -46,8 +46,11 @@ def lint(code: str, functions: Iterable[str] = ()) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError:
         return []  # ty reports it
-    found = [f'workflow.py:{getattr(node, "lineno", 1)}:{getattr(node, "col_offset", 0) + 1}: error[not-analyzable] '
-             f'{message}' for node, message in refusals(tree, Scopes(tree), set(functions))]
+    found = [
+        f'workflow.py:{getattr(node, "lineno", 1)}:{getattr(node, "col_offset", 0) + 1}: error[not-analyzable] '
+        f'{message}'
+        for node, message in refusals(tree, Scopes(tree), set(functions))
+    ]
     made = _lists(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -348,8 +351,16 @@ def _head_of(node: ast.expr | None) -> str | None:
     """The outer type of a literal; None when not a literal (a name, a call, the `**d` of a dict)."""
     if isinstance(node, ast.Constant):
         return 'None' if node.value is None else type(node.value).__name__
-    kinds = {ast.List: 'list', ast.ListComp: 'list', ast.Dict: 'dict', ast.DictComp: 'dict', ast.Set: 'set',
-             ast.SetComp: 'set', ast.Tuple: 'tuple', ast.JoinedStr: 'str'}
+    kinds = {
+        ast.List: 'list',
+        ast.ListComp: 'list',
+        ast.Dict: 'dict',
+        ast.DictComp: 'dict',
+        ast.Set: 'set',
+        ast.SetComp: 'set',
+        ast.Tuple: 'tuple',
+        ast.JoinedStr: 'str',
+    }
     return kinds.get(type(node))
 
 
@@ -366,7 +377,7 @@ def _heads(type_text: str) -> set[str]:
 
 
 def _type_args(dict_type: str) -> tuple[str, str]:
-    args = _split(dict_type[len('dict['):-1], ',')
+    args = _split(dict_type[len('dict[') : -1], ',')
     return (args[0], args[1]) if len(args) == 2 else ('str', 'Any')
 
 
@@ -387,16 +398,20 @@ def _balanced(text: str) -> bool:
 
 def _argument_type(message: str, line: str, ctx: _Context) -> str | None:
     if re.search(r'found `[^`]*\| ', message) or re.search(r'`dict\[str, [^`]*\|', message):
-        return ('a dict literal with values of different types is typed `dict[str, A | B]`: annotate it '
-                '(`row: dict[str, Any] = {...}`, after `from typing import Any`) or read the value into a typed '
-                'variable first.')
+        return (
+            'a dict literal with values of different types is typed `dict[str, A | B]`: annotate it '
+            '(`row: dict[str, Any] = {...}`, after `from typing import Any`) or read the value into a typed '
+            'variable first.'
+        )
     return None
 
 
 def _operator(message: str, line: str, ctx: _Context) -> str | None:
     if '| None' in message:
-        return ('a value that may be None (from `d.get(k)`, or a `NotRequired` field) needs a default: '
-                '`d.get(k, 0)`, or `d[k]` when the key is certain.')
+        return (
+            'a value that may be None (from `d.get(k)`, or a `NotRequired` field) needs a default: '
+            '`d.get(k, 0)`, or `d[k]` when the key is certain.'
+        )
     return None
 
 

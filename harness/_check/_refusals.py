@@ -30,14 +30,21 @@ def unfollowable(tree: ast.Module, scopes: Scopes) -> list[tuple[ast.AST, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not scopes.is_script_name(node):
             if node.id in RUN_TIME_CODE:
-                found.append((node, f'{node.id}() runs code made at run time, which cannot be checked before the '
-                                    f'run: {DIRECT}'))
+                found.append(
+                    (node, f'{node.id}() runs code made at run time, which cannot be checked before the run: {DIRECT}')
+                )
             elif node.id == 'locals':
                 found.append((node, f'locals() reads variables by a computed name: {DICTS}'))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BY_NAME \
-                and not scopes.is_script_name(node.func) and not _literal_name(node):
-            found.append((node, f'{node.func.id}() with a computed attribute name: write the attribute (`x.name`), '
-                                f'or {DICTS}'))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in BY_NAME
+            and not scopes.is_script_name(node.func)
+            and not _literal_name(node)
+        ):
+            found.append(
+                (node, f'{node.func.id}() with a computed attribute name: write the attribute (`x.name`), or {DICTS}')
+            )
     return _in_order(found)
 
 
@@ -45,12 +52,23 @@ def refusals(tree: ast.Module, scopes: Scopes, functions: set[str]) -> list[tupl
     """(node, message) for each construct the checker refuses; `functions`: the catalog's (and the
     join helpers') names."""
     found = unfollowable(tree, scopes)
-    found += [(node, 'a class with methods is refused in workflow scripts (a method\'s calls cannot be checked '
-                     'before the run): use functions, and dicts (or a @dataclass with fields only) for data')
-              for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and _methods(node)]
-    found += [(node, f'`{name}` is {"a join helper" if name in HELPER_NAMES else "a catalog function"}: '
-                     f'{_binding(node)} here would hide its calls from the checks; use another name')
-              for name, node in scopes.bindings_of(functions)]
+    found += [
+        (
+            node,
+            "a class with methods is refused in workflow scripts (a method's calls cannot be checked "
+            'before the run): use functions, and dicts (or a @dataclass with fields only) for data',
+        )
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and _methods(node)
+    ]
+    found += [
+        (
+            node,
+            f'`{name}` is {"a join helper" if name in HELPER_NAMES else "a catalog function"}: '
+            f'{_binding(node)} here would hide its calls from the checks; use another name',
+        )
+        for name, node in scopes.bindings_of(functions)
+    ]
     return _in_order(found)
 
 

@@ -85,8 +85,13 @@ class Scopes:
 
     def bindings_of(self, names: set[str]) -> list[tuple[str, ast.AST]]:
         """Every binding the script makes of one of `names`, in source order."""
-        found = [(name, node) for scope in self.scopes for name, nodes in scope.bound.items() if name in names
-                 for node in nodes]
+        found = [
+            (name, node)
+            for scope in self.scopes
+            for name, nodes in scope.bound.items()
+            if name in names
+            for node in nodes
+        ]
         return sorted(found, key=lambda item: (getattr(item[1], 'lineno', 0), item[0]))
 
     # -- building ------------------------------------------------------------------------------
@@ -127,8 +132,12 @@ class Scopes:
             self.called.add(id(node.func))
             if function is not None:
                 self.caller[id(node.func)] = function
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Lambda):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Lambda)
+        ):
             self.named_lambdas.add(id(node.value))
             self._visit(node.value, scope, function)
             self._bind(scope, node.targets[0].id, node.value)
@@ -178,8 +187,12 @@ class Scopes:
         for stmt in node.body if isinstance(node.body, list) else [node.body]:
             self._visit(stmt, inner, node)
 
-    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, scope: _Scope,
-                       function: Function | None) -> None:
+    def _comprehension(
+        self,
+        node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+        scope: _Scope,
+        function: Function | None,
+    ) -> None:
         self._visit(node.generators[0].iter, scope, function)  # evaluated in the enclosing scope
         inner = self._new(node, scope, 'comprehension')
         for i, generator in enumerate(node.generators):
@@ -224,8 +237,9 @@ class Scopes:
         for scope in self.scopes:
             for nodes in scope.bound.values():
                 for node in nodes:
-                    if isinstance(node, Function) and (len(nodes) > 1 or id(node) in self.decorated
-                                                       or scope.kind == 'class'):  # reached as an attribute
+                    if isinstance(node, Function) and (
+                        len(nodes) > 1 or id(node) in self.decorated or scope.kind == 'class'
+                    ):  # reached as an attribute
                         values.add(id(node))
         for name, _scope in self.reads:
             if id(name) not in self.called:

@@ -86,15 +86,19 @@ class Session:
         self.history = list(ModelMessagesTypeAdapter.validate_json(found.messages_json))
         turns = self.store.turns(found.conversation_id)
         self.turns = max((t.turn for t in turns), default=0)
-        self.console.print(f'[dim]continuing conversation {found.conversation_id[:10]} '
-                           f'({self.turns} turn(s), {when(found.updated)}):[/dim]')
+        self.console.print(
+            f'[dim]continuing conversation {found.conversation_id[:10]} '
+            f'({self.turns} turn(s), {when(found.updated)}):[/dim]'
+        )
         for t in turns[-3:]:
             self.console.print(f'[dim]you> {escape(cut(t.prompt, 200))}[/dim]')
             if t.answer:
                 self.console.print(f'[dim]orchestrator> {escape(cut(" ".join(t.answer.split()), 200))}[/dim]')
         for run_id, calls in interrupted_runs(self.store, found.conversation_id):  # the next turn is told too
-            self.console.print(f'[yellow]run {run_id} of an earlier turn was interrupted after {len(calls)} call(s); '
-                               f'the next turn is told what it finished (harness show {run_id})[/yellow]')
+            self.console.print(
+                f'[yellow]run {run_id} of an earlier turn was interrupted after {len(calls)} call(s); '
+                f'the next turn is told what it finished (harness show {run_id})[/yellow]'
+            )
 
     def begin(self, prompt: str) -> str | None:
         """The stored conversation this turn is one of, saved before the turn runs: a turn whose process dies is still
@@ -117,9 +121,18 @@ class Session:
         if self.conversation is None:  # `begin` made it; this is for a caller that did not
             self.conversation = new_conversation(new_run_id(), prompt, self.model_label)
         first_run = outcome.agent_run_ids[0] if outcome.agent_run_ids else None  # its scripts' runs carry it
-        turn = Turn(self.conversation.conversation_id, self.turns, first_run, prompt, outcome.output, status,
-                    error=error, usage=None if outcome.usage.empty else outcome.usage.as_json(),
-                    trace_id=outcome.trace_id, agent_run_ids=outcome.agent_run_ids)
+        turn = Turn(
+            self.conversation.conversation_id,
+            self.turns,
+            first_run,
+            prompt,
+            outcome.output,
+            status,
+            error=error,
+            usage=None if outcome.usage.empty else outcome.usage.as_json(),
+            trace_id=outcome.trace_id,
+            agent_run_ids=outcome.agent_run_ids,
+        )
         messages = ModelMessagesTypeAdapter.dump_json(self.history).decode() if status == 'completed' else None
         try:
             record_turn(self.store, self.conversation, turn, model_label=self.model_label, messages_json=messages)
@@ -142,14 +155,31 @@ class Session:
         self.last = outcome
         conversation_id = self.begin(prompt)
         try:
-            self.runner.run(run_turn(self.agent, prompt, history=self.history, view=self.view, outcome=outcome,
-                                     conversation_id=conversation_id))
+            self.runner.run(
+                run_turn(
+                    self.agent,
+                    prompt,
+                    history=self.history,
+                    view=self.view,
+                    outcome=outcome,
+                    conversation_id=conversation_id,
+                )
+            )
             while not isinstance(outcome.output, str | None):  # a run waits for a person: ask, then go on
                 decided = self.decide(outcome.output)
                 if decided is None:
                     break
-                self.runner.run(run_turn(self.agent, None, history=outcome.messages, view=self.view,
-                                         outcome=outcome, deferred=decided, conversation_id=conversation_id))
+                self.runner.run(
+                    run_turn(
+                        self.agent,
+                        None,
+                        history=outcome.messages,
+                        view=self.view,
+                        outcome=outcome,
+                        deferred=decided,
+                        conversation_id=conversation_id,
+                    )
+                )
         except (KeyboardInterrupt, asyncio.CancelledError) as exc:
             by = 'by `harness cancel`' if isinstance(exc, asyncio.CancelledError) else ''
             self.cancelled(outcome, by)
@@ -178,14 +208,16 @@ class Session:
             run_id = meta.get('run_id')
             for waiting in meta.get('waiting', []):
                 text = call_text(waiting['callee'], waiting.get('arguments') or {})
-                self.console.print(f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} '
-                                   f'{escape(text)}[/magenta]')
+                self.console.print(
+                    f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} {escape(text)}[/magenta]'
+                )
                 try:
                     answer = self.console.input('approve? \\[y/N] ').strip().lower()
                     reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
                 except EOFError:
-                    self.console.print(f'[dim]left waiting: harness approve {run_id} (or reject), then '
-                                       f'harness resume {run_id}[/dim]')
+                    self.console.print(
+                        f'[dim]left waiting: harness approve {run_id} (or reject), then harness resume {run_id}[/dim]'
+                    )
                     return None
                 if answer in ('y', 'yes'):
                     self.harness.approve(run_id, waiting['seq'])
@@ -226,8 +258,10 @@ class Session:
     def chat(self) -> None:
         """Read prompts until /exit, Ctrl-D (or Ctrl-C at the prompt)."""
         reader = PromptReader(self.console, self.store)
-        self.console.print('[dim]/help lists the commands; end a line with \\ to add another; Ctrl-C cancels a '
-                           'turn, Ctrl-D leaves.[/dim]')
+        self.console.print(
+            '[dim]/help lists the commands; end a line with \\ to add another; Ctrl-C cancels a '
+            'turn, Ctrl-D leaves.[/dim]'
+        )
         while True:
             try:
                 text = reader.read(multiline=self.multiline)
@@ -262,8 +296,11 @@ class Session:
                 self.console.print(f'  [bold]{usage}[/bold]  {what}')
         elif name == '/multiline':
             self.multiline = not self.multiline
-            self.console.print('multiline input on: Enter adds a line, Esc then Enter sends' if self.multiline
-                               else 'multiline input off: Enter sends')
+            self.console.print(
+                'multiline input on: Enter adds a line, Esc then Enter sends'
+                if self.multiline
+                else 'multiline input off: Enter sends'
+            )
         elif name == '/model':
             self.switch_model(argument)
         elif name == '/script':
@@ -373,8 +410,9 @@ class PromptReader:
         if self.session is not None:
             from prompt_toolkit.formatted_text import ANSI
 
-            return self.session.prompt(ANSI(f'\x1b[1;36m{PROMPT}\x1b[0m'), multiline=multiline,
-                                       prompt_continuation='... ')
+            return self.session.prompt(
+                ANSI(f'\x1b[1;36m{PROMPT}\x1b[0m'), multiline=multiline, prompt_continuation='... '
+            )
         lines = [self.console.input(f'[bold cyan]{PROMPT}[/bold cyan]')]
         while lines[-1].endswith('\\'):
             lines[-1] = lines[-1][:-1]
@@ -403,4 +441,3 @@ def trace_destination(trace_id: str | None) -> str | None:
     template = os.environ.get('HARNESS_TRACE_URL')
     link = f' · {template.format(trace_id=trace_id)}' if template and '{trace_id}' in template else ''
     return f'trace {trace_id} sent to {where}{link}'
-

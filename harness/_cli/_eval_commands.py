@@ -29,20 +29,37 @@ from ._shared import (
 @app.command('eval')
 @catalog_options
 def eval_(
-    dataset: Annotated[Path, typer.Argument(help='A pydantic-evals dataset (YAML or JSON); each case\'s inputs are '
-                                            'the prompt.')],
-    baseline: Annotated[str | None, typer.Option('--baseline', help='A stored eval to compare with (an id or a '
-                                                  'unique prefix): the report becomes the diff.')] = None,
-    reuse_calls: Annotated[str | None, typer.Option(
-        '--reuse-calls', help="Answer a call from this stored eval's journal when its case made the same call "
-        '(same callee, same arguments); it is also the baseline unless --baseline is given.')] = None,
-    reuse_safe: Annotated[list[str] | None, typer.Option(
-        '--reuse-safe', help='A side-effecting callee whose recorded results may be reused (repeat for several).'
-    )] = None,
-    instructions: Annotated[Path | None, typer.Option(
-        '--instructions', help="A file with the orchestrator's instructions (default: the harness's own).")] = None,
+    dataset: Annotated[
+        Path, typer.Argument(help="A pydantic-evals dataset (YAML or JSON); each case's inputs are the prompt.")
+    ],
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            '--baseline', help='A stored eval to compare with (an id or a unique prefix): the report becomes the diff.'
+        ),
+    ] = None,
+    reuse_calls: Annotated[
+        str | None,
+        typer.Option(
+            '--reuse-calls',
+            help="Answer a call from this stored eval's journal when its case made the same call "
+            '(same callee, same arguments); it is also the baseline unless --baseline is given.',
+        ),
+    ] = None,
+    reuse_safe: Annotated[
+        list[str] | None,
+        typer.Option(
+            '--reuse-safe', help='A side-effecting callee whose recorded results may be reused (repeat for several).'
+        ),
+    ] = None,
+    instructions: Annotated[
+        Path | None,
+        typer.Option(
+            '--instructions', help="A file with the orchestrator's instructions (default: the harness's own)."
+        ),
+    ] = None,
     concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.')] = 4,
-    name: Annotated[str | None, typer.Option('--name', help='The eval\'s name in reports (default: its id).')] = None,
+    name: Annotated[str | None, typer.Option('--name', help="The eval's name in reports (default: its id).")] = None,
     model: ModelOpt = None,
     *,
     where: Where,
@@ -68,9 +85,17 @@ def eval_(
     model_object = model_for(choice, announce=True)
     try:
         result = h.evaluate_sync(
-            cases, model=model_object, model_label=choice.label, instructions=text, name=name,
-            max_concurrency=concurrency, progress=console.is_terminal, baseline=baseline, reuse_calls=reuse_calls,
-            reuse_side_effects=reuse_safe or (), source=str(dataset),
+            cases,
+            model=model_object,
+            model_label=choice.label,
+            instructions=text,
+            name=name,
+            max_concurrency=concurrency,
+            progress=console.is_terminal,
+            baseline=baseline,
+            reuse_calls=reuse_calls,
+            reuse_side_effects=reuse_safe or (),
+            source=str(dataset),
         )
         assert h.store is not None
         short = h.store.short_ids([run for case in result.cases for run in case.stats.run_ids])
@@ -80,17 +105,24 @@ def eval_(
         raise interrupted(exc) from None
     finally:
         h.close()
-    result.report.print(console=console, baseline=result.baseline, include_averages=True,
-                        include_removed_cases=result.baseline is not None)
+    result.report.print(
+        console=console,
+        baseline=result.baseline,
+        include_averages=True,
+        include_removed_cases=result.baseline is not None,
+    )
     for line in result.summary():
         console.print(escape(line), soft_wrap=True)
     for case in result.cases:
         runs = ', '.join(short.get(run, run) for run in case.stats.run_ids) or 'no run'
         failed = f' · failed: {case.error}' if case.error else ''
         console.print(f'  {escape(case.name)}: run {escape(runs)}{escape(failed)}', soft_wrap=True)
-    console.print('[dim]a case\'s runs: harness show / trace / replay / fork RUN · compare a later eval: '
-                  f'--baseline {result.eval_id[:7]} · pay only for what changes: --reuse-calls {result.eval_id[:7]}'
-                  '[/dim]', soft_wrap=True)
+    console.print(
+        "[dim]a case's runs: harness show / trace / replay / fork RUN · compare a later eval: "
+        f'--baseline {result.eval_id[:7]} · pay only for what changes: --reuse-calls {result.eval_id[:7]}'
+        '[/dim]',
+        soft_wrap=True,
+    )
     averages = result.report.averages()
     if result.report.failures or (averages is not None and (averages.assertions or 1.0) < 1.0):
         raise typer.Exit(1)
@@ -117,8 +149,20 @@ def evals(
     if not rows:
         console.print('[dim]no eval stored yet: harness eval DATASET.yaml[/dim]')
         return
-    table = Table('eval', 'when', 'dataset', 'model', 'cases', 'assertions', 'calls (live / reused)', 'tokens',
-                  'cost', 'status', box=None, header_style='bold')
+    table = Table(
+        'eval',
+        'when',
+        'dataset',
+        'model',
+        'cases',
+        'assertions',
+        'calls (live / reused)',
+        'tokens',
+        'cost',
+        'status',
+        box=None,
+        header_style='bold',
+    )
     for row in rows:
         s = row['summary'] or {}
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(row['created']))
@@ -128,6 +172,16 @@ def evals(
         calls = f'{s["calls"]} ({s["live_calls"]} / {s["reused_calls"]})' if s else '–'
         tokens = f'{s["input_tokens"] + s["output_tokens"]:,}' if s else '–'
         cost = format_cost(s.get('cost'), s.get('unpriced', 0)) if s else '–'
-        table.add_row(row['eval_id'][:7], when, escape(row['dataset']), escape(row['model'] or '–'), cases, rate,
-                      calls, tokens, cost, row['status'])
+        table.add_row(
+            row['eval_id'][:7],
+            when,
+            escape(row['dataset']),
+            escape(row['model'] or '–'),
+            cases,
+            rate,
+            calls,
+            tokens,
+            cost,
+            row['status'],
+        )
     console.print(table)

@@ -64,14 +64,13 @@ class LiveCalls:
         elif event.kind == 'started':
             self.count += 1
             call = escape(call_text(event.callee, event.arguments))
-            self.console.print(f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]'
-                               f'{call[len(event.callee):]}{tag}')
+            self.console.print(
+                f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]{call[len(event.callee) :]}{tag}'
+            )
         elif event.kind == 'finished':
             took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
             result = escape(cut(literal(event.result), RESULT_CHARS))
-            self.console.print(
-                f'  [green]✓[/green] #{number} {escape(event.callee)} [dim]{took}[/dim] → {result}{tag}'
-            )
+            self.console.print(f'  [green]✓[/green] #{number} {escape(event.callee)} [dim]{took}[/dim] → {result}{tag}')
         else:
             error = escape(event.error or 'failed')
             self.console.print(f'  [red]✗[/red] #{number} {escape(event.callee)}: {error}{tag}')

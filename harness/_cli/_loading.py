@@ -99,8 +99,10 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
             tools = section.get('tools', [])
             tools = [tools] if isinstance(tools, str) else tools
             if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-                raise ConfigError(f'{pyproject}: [tool.harness] tools lists module:attribute strings, e.g. '
-                                  'tools = ["mytools:word_count"]')
+                raise ConfigError(
+                    f'{pyproject}: [tool.harness] tools lists module:attribute strings, e.g. '
+                    'tools = ["mytools:word_count"]'
+                )
             store = section.get('store')
             if store is not None and not isinstance(store, str):
                 raise ConfigError(
@@ -111,11 +113,19 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                 raise ConfigError(f'{pyproject}: [tool.harness] temporal must be an address, e.g. "127.0.0.1:7233"')
             queues = section.get('task_queues', {})
             if not isinstance(queues, dict) or not all(isinstance(v, str) for v in queues.values()):
-                raise ConfigError(f'{pyproject}: [tool.harness] task_queues maps callees to queue names, e.g. '
-                                  'task_queues = { reviewer = "gpu" }')
+                raise ConfigError(
+                    f'{pyproject}: [tool.harness] task_queues maps callees to queue names, e.g. '
+                    'task_queues = { reviewer = "gpu" }'
+                )
             return ProjectConfig(
-                agents=list(agents), tools=tools, model=section.get('model'), workspace=section.get('workspace'),
-                store=store, temporal=temporal, task_queues=queues, root=folder,
+                agents=list(agents),
+                tools=tools,
+                model=section.get('model'),
+                workspace=section.get('workspace'),
+                store=store,
+                temporal=temporal,
+                task_queues=queues,
+                root=folder,
             )
     return ProjectConfig()
 
@@ -197,13 +207,19 @@ def merge_tools(h: Harness, obj: Any, *, spec: str) -> list[str]:
     added: list[str] = []
     for item in obj if isinstance(obj, list | tuple) else [obj]:
         if isinstance(item, Harness | AbstractAgent):
-            what = 'a Harness (its catalog says what each callee is)' if isinstance(item, Harness) else \
-                'a pydantic-ai Agent (a sub-agent)'
-            raise RegistrationError(f'--tools {spec!r} is {what}: load it with --agents {spec} (or [tool.harness] '
-                                    'agents).')
+            what = (
+                'a Harness (its catalog says what each callee is)'
+                if isinstance(item, Harness)
+                else 'a pydantic-ai Agent (a sub-agent)'
+            )
+            raise RegistrationError(
+                f'--tools {spec!r} is {what}: load it with --agents {spec} (or [tool.harness] agents).'
+            )
         if not inspect.isfunction(item):
-            raise RegistrationError(f'--tools {spec!r} is a {type(item).__name__}: point it at a function (sync or '
-                                    'async) or a list of them.')
+            raise RegistrationError(
+                f'--tools {spec!r} is a {type(item).__name__}: point it at a function (sync or '
+                'async) or a list of them.'
+            )
         replace(h, item.__name__)
         h.tool(item)
         added.append(item.__name__)

@@ -40,7 +40,10 @@ class Answer(Markdown):
     """A model's answer, rendered."""
 
     elements: ClassVar[dict[str, type[Any]]] = {
-        **Markdown.elements, 'fence': _CodeBlock, 'code_block': _CodeBlock, 'heading_open': _Heading
+        **Markdown.elements,
+        'fence': _CodeBlock,
+        'code_block': _CodeBlock,
+        'heading_open': _Heading,
     }
 
     def __init__(self, markup: str, code_theme: str = 'ansi_dark') -> None:

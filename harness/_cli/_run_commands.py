@@ -79,9 +79,19 @@ def exec_(
     finally:
         h.close()
     if as_json:
-        print(json.dumps({'run_id': result.run_id, 'status': result.status, 'value': result.value,
-                          'printed': result.printed, 'waiting': [p.__dict__ for p in result.waiting],
-                          'progress': result.progress}, default=str))
+        print(
+            json.dumps(
+                {
+                    'run_id': result.run_id,
+                    'status': result.status,
+                    'value': result.value,
+                    'printed': result.printed,
+                    'waiting': [p.__dict__ for p in result.waiting],
+                    'progress': result.progress,
+                },
+                default=str,
+            )
+        )
         return
     if result.printed:
         console.print(escape(result.printed), end='')
@@ -140,8 +150,13 @@ def print_estimate(e: Estimate) -> None:
 
     table = Table('callee', 'most calls', 'per call', 'worst case', 'price from', box=None, header_style='bold')
     for part in e.per_callee.values():
-        table.add_row(part.callee, 'unbounded' if part.calls is None else str(part.calls),
-                      usd(part.per_call, part.unpriced), usd(part.cost_usd, part.unpriced), escape(part.source))
+        table.add_row(
+            part.callee,
+            'unbounded' if part.calls is None else str(part.calls),
+            usd(part.per_call, part.unpriced),
+            usd(part.cost_usd, part.unpriced),
+            escape(part.source),
+        )
     console.print(table)
     for reason in e.reasons:
         console.print(f'[yellow]{escape(reason)}[/yellow]', soft_wrap=True)
@@ -151,9 +166,7 @@ def print_estimate(e: Estimate) -> None:
 @app.command()
 @catalog_options
 def audit(
-    as_json: Annotated[bool, typer.Option('--json', help='Print the audit as JSON.')] = False,
-    *,
-    where: Where,
+    as_json: Annotated[bool, typer.Option('--json', help='Print the audit as JSON.')] = False, *, where: Where
 ) -> None:
     """The catalog's audit: what is irreversible, what guards each callee, the bounds, what a crash does.
 
@@ -175,11 +188,7 @@ def audit(
 
 @app.command()
 @catalog_options
-def agents(
-    *,
-    where: Where,
-    plain: Annotated[bool, typer.Option('--plain', help='No colours.')] = False,
-) -> None:
+def agents(*, where: Where, plain: Annotated[bool, typer.Option('--plain', help='No colours.')] = False) -> None:
     """The catalog: every sub-agent and tool with its signature, as the model sees it."""
     h, _ = where.harness(calls_models=False)
     stubs = h.stubs()
@@ -197,6 +206,8 @@ def kinds_line(h: Harness) -> str:
     function given with --agents becomes a sub-agent."""
     agents = sorted(name for name, c in h.callees.items() if c.kind == 'agent')
     tools = sorted(name for name, c in h.callees.items() if c.kind == 'tool')
-    return (f'sub-agents (max_agent_calls): {", ".join(agents) or "none"}; host tools (max_tool_calls): '
-            f'{", ".join(tools) or "none"}. A function given with --agents is a sub-agent; --tools module:attr makes '
-            'it a host tool.')
+    return (
+        f'sub-agents (max_agent_calls): {", ".join(agents) or "none"}; host tools (max_tool_calls): '
+        f'{", ".join(tools) or "none"}. A function given with --agents is a sub-agent; --tools module:attr makes '
+        'it a host tool.'
+    )

@@ -98,13 +98,17 @@ def ui(
     except OSError as exc:
         h.close()
         raise fail(f'{exc} (another program uses it? pass --port, or --port 0 for any free port)') from None
-    app_ = create_app(h, model=model_object, model_label=choice.label, demo=choice.demo,
-                      notice=DEMO_NOTICE if choice.demo else '')
+    app_ = create_app(
+        h, model=model_object, model_label=choice.label, demo=choice.demo, notice=DEMO_NOTICE if choice.demo else ''
+    )
     url = f'http://127.0.0.1:{sock.getsockname()[1]}'
     if choice.demo:
         console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
-    console.print(f'studio: {url}  [dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; '
-                  'Ctrl-C stops it)[/dim]', soft_wrap=True)
+    console.print(
+        f'studio: {url}  [dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; '
+        'Ctrl-C stops it)[/dim]',
+        soft_wrap=True,
+    )
     try:
         serve(app_, sock)
     except KeyboardInterrupt:
@@ -146,9 +150,15 @@ TEMPORAL_DEFAULT = '127.0.0.1:7233'
 @app.command()
 @catalog_options
 def worker(
-    temporal: Annotated[str | None, typer.Option('--temporal', help='Temporal server address (else '
-                                                 f'$HARNESS_TEMPORAL, else [tool.harness] temporal, else '
-                                                 f'{TEMPORAL_DEFAULT}).')] = None,
+    temporal: Annotated[
+        str | None,
+        typer.Option(
+            '--temporal',
+            help='Temporal server address (else '
+            f'$HARNESS_TEMPORAL, else [tool.harness] temporal, else '
+            f'{TEMPORAL_DEFAULT}).',
+        ),
+    ] = None,
     task_queue: Annotated[str, typer.Option('--task-queue', '-q', help='The task queue to poll.')] = 'harness',
     model: ModelOpt = None,
     *,
@@ -166,9 +176,11 @@ def worker(
     from .._temporal._host import serve
 
     def ready() -> None:
-        err.print(f'worker: {len(h.callees)} callees on task queue {task_queue!r} at {address} '
-                  f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
-                  soft_wrap=True)
+        err.print(
+            f'worker: {len(h.callees)} callees on task queue {task_queue!r} at {address} '
+            f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
+            soft_wrap=True,
+        )
 
     orchestrator = h.orchestrator(model_for(choice))  # durable conversations (`Harness.conversation`) too
     try:
@@ -184,8 +196,9 @@ def worker(
 @app.command('temporal-dev')
 def temporal_dev(
     port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
-    ui_port: Annotated[int | None, typer.Option(
-        '--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')] = None,
+    ui_port: Annotated[
+        int | None, typer.Option('--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')
+    ] = None,
     headless: Annotated[bool, typer.Option('--headless', help='No Web UI.')] = False,
     db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),
 ) -> None:
@@ -196,8 +209,11 @@ def temporal_dev(
     command = temporal_dev_command(binary, port, db, ui_port=ui_port, headless=headless)
     db.parent.mkdir(parents=True, exist_ok=True)
     ui = '' if headless else f'; Web UI: http://127.0.0.1:{command[command.index("--ui-port") + 1]}'
-    err.print(f'Temporal dev server on 127.0.0.1:{port}{ui} (state in {db}); workers: harness worker '
-              f'--temporal 127.0.0.1:{port}', soft_wrap=True)
+    err.print(
+        f'Temporal dev server on 127.0.0.1:{port}{ui} (state in {db}); workers: harness worker '
+        f'--temporal 127.0.0.1:{port}',
+        soft_wrap=True,
+    )
     os.execv(binary, command)
 
 

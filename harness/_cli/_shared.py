@@ -54,6 +54,7 @@ def main(
 ) -> None:
     """Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox."""
 
+
 # The CLI owns its output: pydantic-ai's first-run banner would land between prompt and live lines.
 os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
 console = Console(highlight=False)
@@ -61,13 +62,17 @@ err = Console(stderr=True, highlight=False)
 
 StoreOpt = Annotated[
     str | None,
-    typer.Option('--store', help='Run store (else $HARNESS_STORE, else \\[tool.harness] store, else the '
-                 '.harness/runs.db of the project: found walking up to the nearest pyproject.toml or .git).'),
+    typer.Option(
+        '--store',
+        help='Run store (else $HARNESS_STORE, else \\[tool.harness] store, else the '
+        '.harness/runs.db of the project: found walking up to the nearest pyproject.toml or .git).',
+    ),
 ]
 AgentsOpt = Annotated[
     list[str] | None,
-    typer.Option('--agents', help='Extra sub-agents: module:attr (a Harness, an Agent, an async function, or a '
-                 'list of them).'),
+    typer.Option(
+        '--agents', help='Extra sub-agents: module:attr (a Harness, an Agent, an async function, or a list of them).'
+    ),
 ]
 ToolsOpt = Annotated[
     list[str] | None,
@@ -93,16 +98,23 @@ class Where:
     root: Path | None = None
 
     def harness(
-        self, model: str | None = None, *, opens_store: bool = False, temporal: str | None = None,
-        calls_models: bool = True, on_event: EventHandler | None = None, task_queue: str = 'harness',
+        self,
+        model: str | None = None,
+        *,
+        opens_store: bool = False,
+        temporal: str | None = None,
+        calls_models: bool = True,
+        on_event: EventHandler | None = None,
+        task_queue: str = 'harness',
     ) -> tuple[Harness, ModelChoice]:
         """`build`, with its expected failures as one-line errors; `opens_store` opens the store now, so a bad
         one is reported before anything runs. A command that `calls_models` not needs no model server."""
         from pydantic_ai.exceptions import UserError
 
         try:
-            h, choice = build(self, model, temporal, calls_models=calls_models, on_event=on_event,
-                              task_queue=task_queue)
+            h, choice = build(
+                self, model, temporal, calls_models=calls_models, on_event=on_event, task_queue=task_queue
+            )
         except (UserError, ValueError, StoreError) as exc:  # RegistrationError is a UserError; ConfigError a ValueError
             raise fail(str(exc)) from None
         if opens_store:
@@ -133,9 +145,11 @@ def catalog_options(command: Callable[..., None]) -> Callable[..., None]:
     signature = inspect.signature(command, eval_str=True)
     params = list(signature.parameters.values())
     at = next(i for i, p in enumerate(params) if p.name == 'where')
-    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
-              for name, annotation in WHERE_OPTIONS.items()]
-    params[at:at + 1] = shared
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+        for name, annotation in WHERE_OPTIONS.items()
+    ]
+    params[at : at + 1] = shared
 
     @functools.wraps(command)
     def with_where(**options: Any) -> None:
@@ -148,8 +162,13 @@ def catalog_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def build(
-    where: Where, model: str | None = None, temporal: str | None = None, *, calls_models: bool = True,
-    on_event: EventHandler | None = None, task_queue: str = 'harness',
+    where: Where,
+    model: str | None = None,
+    temporal: str | None = None,
+    *,
+    calls_models: bool = True,
+    on_event: EventHandler | None = None,
+    task_queue: str = 'harness',
 ) -> tuple[Harness, ModelChoice]:
     """The Harness the CLI works with: built-in sub-agents, workspace tools, then the user's additions.
 
@@ -164,8 +183,13 @@ def build(
     config = find_project_config()
     choice = choose_model(model, config_model=config.model, ask_server=calls_models)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
-    h = Harness(store=resolve_store(where.store, config), temporal=address, task_queue=task_queue,
-                task_queues=config.task_queues, on_event=on_event)
+    h = Harness(
+        store=resolve_store(where.store, config),
+        temporal=address,
+        task_queue=task_queue,
+        task_queues=config.task_queues,
+        on_event=on_event,
+    )
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))
     register_workspace_tools(h, workspace)
@@ -223,5 +247,7 @@ def show_waiting(result: WorkflowResult) -> None:
     console.print(f'[magenta]run {result.run_id} waits for approval of:[/magenta]')
     for p in result.waiting:
         console.print(f'  #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
-    console.print(f'[dim]decide with: harness approve {result.run_id} [SEQ] | harness reject {result.run_id} SEQ '
-                  f'--reason TEXT; then: harness resume {result.run_id}[/dim]')
+    console.print(
+        f'[dim]decide with: harness approve {result.run_id} [SEQ] | harness reject {result.run_id} SEQ '
+        f'--reason TEXT; then: harness resume {result.run_id}[/dim]'
+    )

@@ -40,12 +40,19 @@ RunIdArg = Annotated[str, typer.Argument(help='A run id (or a unique prefix).')]
 
 
 RecheckOpt = Annotated[
-    bool, typer.Option('--recheck', help='Continue under a changed catalog if the script still type-checks (done '
-                       'without asking when callees were only added).')
+    bool,
+    typer.Option(
+        '--recheck',
+        help='Continue under a changed catalog if the script still type-checks (done '
+        'without asking when callees were only added).',
+    ),
 ]
 AcceptOpt = Annotated[
-    bool, typer.Option('--accept-changes', help='Continue under a changed catalog without the type check (calls '
-                       'are still validated as they are made).')
+    bool,
+    typer.Option(
+        '--accept-changes',
+        help='Continue under a changed catalog without the type check (calls are still validated as they are made).',
+    ),
 ]
 
 
@@ -62,8 +69,9 @@ def runs(
     limit: Annotated[int, typer.Option('--limit', '-n', help='How many runs to list.')] = 20,
     status: Annotated[
         list[str] | None,
-        typer.Option('--status', '-s', help=f'Only runs with this status ({", ".join(RUN_STATUSES)}); repeat it '
-                     'for several.'),
+        typer.Option(
+            '--status', '-s', help=f'Only runs with this status ({", ".join(RUN_STATUSES)}); repeat it for several.'
+        ),
     ] = None,
     as_json: JsonOpt = False,
     full: FullOpt = False,
@@ -88,8 +96,10 @@ def runs(
 @app.command()
 def show(
     run_id: RunIdArg,
-    call: Annotated[int | None, typer.Option('--call', '-k', help='Show call K whole: arguments, result, '
-                                             'exception with its stack trace.')] = None,
+    call: Annotated[
+        int | None,
+        typer.Option('--call', '-k', help='Show call K whole: arguments, result, exception with its stack trace.'),
+    ] = None,
     as_json: JsonOpt = False,
     full: FullOpt = False,
     store: StoreOpt = None,
@@ -128,8 +138,18 @@ def show(
         shown = {**show_json(run, calls, spans, usage, turn), 'verified': not problems, 'problems': problems}
         print(json.dumps(shown, indent=2, default=str))
         return
-    show_run(console, run, calls, spans, usage=usage, turn=turn, conversation=conversation,
-             siblings=sorted(siblings, key=lambda r: r.created), short=short, full=full)
+    show_run(
+        console,
+        run,
+        calls,
+        spans,
+        usage=usage,
+        turn=turn,
+        conversation=conversation,
+        siblings=sorted(siblings, key=lambda r: r.created),
+        short=short,
+        full=full,
+    )
 
 
 @app.command()
@@ -215,16 +235,18 @@ def cancel(
             time.sleep(0.1)  # another process writes the ending: nothing to wait on but the store
         current = db.get_run(run.run_id)
     if current is not None and current.status != 'running':
-        console.print(f'cancelled run {run.run_id}: it is {current.status}; `harness resume {run.run_id}` '
-                      'finishes it')
+        console.print(f'cancelled run {run.run_id}: it is {current.status}; `harness resume {run.run_id}` finishes it')
         return
-    console.print(f'[yellow]cancel requested[/yellow] for run {run.run_id}: its process has not stopped it '
-                  f'within {wait:g}s (it stops at its next pause; if that process dies instead, the run reads '
-                  f'`interrupted`: `harness resume {run.run_id}`)')
+    console.print(
+        f'[yellow]cancel requested[/yellow] for run {run.run_id}: its process has not stopped it '
+        f'within {wait:g}s (it stops at its next pause; if that process dies instead, the run reads '
+        f'`interrupted`: `harness resume {run.run_id}`)'
+    )
 
 
-def finish_run(h: Harness, action: Callable[[], WorkflowResult], what: str, *, run_id: str = '',
-               from_seq: int | None = None) -> None:
+def finish_run(
+    h: Harness, action: Callable[[], WorkflowResult], what: str, *, run_id: str = '', from_seq: int | None = None
+) -> None:
     try:
         result = action()
     except WorkflowError as exc:
@@ -256,8 +278,13 @@ def replay(
 ) -> None:
     """Re-run a stored run from its journal; no sub-agent or tool is called."""
     h = where.stored_run_harness(calls_models=False, on_event=LiveCalls(console))
-    finish_run(h, lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
-               'replayed', run_id=run_id, from_seq=from_seq)
+    finish_run(
+        h,
+        lambda: h.replay_sync(run_id, from_seq=from_seq, recheck=recheck, accept_changes=accept_changes),
+        'replayed',
+        run_id=run_id,
+        from_seq=from_seq,
+    )
 
 
 @app.command()
@@ -286,8 +313,13 @@ def resume(
         if not sep:
             raise fail(f'--answer {item!r}: write it as SEQ=JSON')
     h = where.stored_run_harness(on_event=LiveCalls(console))
-    finish_run(h, lambda: h.resume_sync(run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck,
-                                         accept_changes=accept_changes), 'resumed')
+    finish_run(
+        h,
+        lambda: h.resume_sync(
+            run_id, retry_unknown=retry_unknown, answers=answers, recheck=recheck, accept_changes=accept_changes
+        ),
+        'resumed',
+    )
 
 
 @app.command()
@@ -307,17 +339,14 @@ def fork(
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
     h = where.stored_run_harness(on_event=LiveCalls(console))
-    finish_run(h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes),
-               'forked')
+    finish_run(
+        h, lambda: h.fork_sync(run_id, at=at, result=value, recheck=recheck, accept_changes=accept_changes), 'forked'
+    )
 
 
 @app.command()
 @catalog_options
-def diff(
-    run_id: RunIdArg,
-    *,
-    where: Where,
-) -> None:
+def diff(run_id: RunIdArg, *, where: Where) -> None:
     """How the current catalog differs from the one the run ran against (exit 1 when it does)."""
     h = where.stored_run_harness(calls_models=False)
     try:
@@ -350,16 +379,21 @@ def pending(
         except WorkflowError as exc:
             raise fail(exc.message) from None
     if as_json:
-        print(json.dumps([{'run_id': p.run_id, 'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments}
-                          for p in found]))
+        print(
+            json.dumps(
+                [{'run_id': p.run_id, 'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in found]
+            )
+        )
         return
     if not found:
         console.print('[dim]nothing waits for approval[/dim]')
         return
     for p in found:
         console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
-    console.print('[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
-                  'then: harness resume RUN[/dim]')
+    console.print(
+        '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
+        'then: harness resume RUN[/dim]'
+    )
 
 
 def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: str | None) -> None:
@@ -374,8 +408,10 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
         raise fail(str(exc)) from None
     finally:
         h.close()
-    console.print(f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
-                  f'continue it with: harness resume {escape(run_id)}')
+    console.print(
+        f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
+        f'continue it with: harness resume {escape(run_id)}'
+    )
 
 
 @app.command()

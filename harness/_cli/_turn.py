@@ -17,12 +17,7 @@ from typing import Any
 
 from opentelemetry import trace
 from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    FunctionToolCallEvent,
-    FunctionToolResultEvent,
-    ModelMessage,
-    TextPart,
-)
+from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent, ModelMessage, TextPart
 from rich.console import Console
 from rich.live import Live
 from rich.syntax import Syntax
@@ -68,8 +63,9 @@ class TurnOutcome:
 class TurnView:
     """Renders one turn on `console`; `live` prints the calls (its numbering is per turn)."""
 
-    def __init__(self, console: Console, live: LiveCalls, *, code_theme: str = 'ansi_dark',
-                 label: str = 'orchestrator>') -> None:
+    def __init__(
+        self, console: Console, live: LiveCalls, *, code_theme: str = 'ansi_dark', label: str = 'orchestrator>'
+    ) -> None:
         self.console = console
         self.live = live
         self.code_theme = code_theme
@@ -83,14 +79,23 @@ class TurnView:
 
     def script(self, code: str, attempt: int) -> None:
         self.console.print(Text(f'script · attempt {attempt}', style='bold magenta'))
-        self.console.print(Syntax(code.rstrip('\n'), 'python', theme=self.code_theme, line_numbers=True,
-                                  word_wrap=True, background_color='default'))
+        self.console.print(
+            Syntax(
+                code.rstrip('\n'),
+                'python',
+                theme=self.code_theme,
+                line_numbers=True,
+                word_wrap=True,
+                background_color='default',
+            )
+        )
 
     def returned(self, content: Any, attempt: int, *, retried: bool) -> None:
         if retried:
             lines = str(content).strip().splitlines()
-            shown = '\n'.join(lines[:FAILURE_LINES]) + (f'\n… {len(lines) - FAILURE_LINES} more line(s)'
-                                                        if len(lines) > FAILURE_LINES else '')
+            shown = '\n'.join(lines[:FAILURE_LINES]) + (
+                f'\n… {len(lines) - FAILURE_LINES} more line(s)' if len(lines) > FAILURE_LINES else ''
+            )
             self.console.print(f'[red]✗ attempt {attempt} failed; the model is told why:[/red]')
             self.console.print(Text(shown, style='red'), soft_wrap=True)
         else:
@@ -123,8 +128,13 @@ async def run_turn(
     agent_run_id = str(uuid.uuid4())  # chosen here, so the recorder knows the agent run's span when it starts
     RECORDER.expect(agent_run_id)
     try:
-        async with agent.iter(prompt, message_history=list(history or []), deferred_tool_results=deferred,
-                              run_id=agent_run_id, conversation_id=conversation_id) as run:
+        async with agent.iter(
+            prompt,
+            message_history=list(history or []),
+            deferred_tool_results=deferred,
+            run_id=agent_run_id,
+            conversation_id=conversation_id,
+        ) as run:
             outcome.agent_run_id = run.run_id
             outcome.agent_run_ids.append(run.run_id)
             context = trace.get_current_span().get_span_context()  # the agent run's span, when traced
@@ -190,4 +200,3 @@ async def _stream_response(node: Any, run: Any, view: TurnView) -> None:
             text = text_of(stream.response.parts)
             if live is not None:
                 live.update(Answer(text, code_theme=view.code_theme), refresh=True)
-

@@ -25,8 +25,15 @@ from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
 from ._markdown import Answer
 
-STATUS_STYLE = {'completed': 'green', 'failed': 'red', 'interrupted': 'yellow', 'needs_decision': 'magenta',
-                'running': 'cyan', 'cancelled': 'yellow', 'waiting': 'magenta'}
+STATUS_STYLE = {
+    'completed': 'green',
+    'failed': 'red',
+    'interrupted': 'yellow',
+    'needs_decision': 'magenta',
+    'running': 'cyan',
+    'cancelled': 'yellow',
+    'waiting': 'magenta',
+}
 PREVIEW = 60
 
 
@@ -55,17 +62,26 @@ def first_line(run: RunRow) -> str:
 def runs_json(rows: Sequence[RunRow], usage: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
-            'run_id': r.run_id, 'status': r.status, 'created': r.created, 'duration': r.duration,
-            'calls': r.calls_count, 'prompt': r.prompt, 'script': r.script, 'error': r.error,
-            'parent_run_id': r.parent_run_id, 'fork_at': r.fork_at, 'orchestrator_run_id': r.orchestrator_run_id,
+            'run_id': r.run_id,
+            'status': r.status,
+            'created': r.created,
+            'duration': r.duration,
+            'calls': r.calls_count,
+            'prompt': r.prompt,
+            'script': r.script,
+            'error': r.error,
+            'parent_run_id': r.parent_run_id,
+            'fork_at': r.fork_at,
+            'orchestrator_run_id': r.orchestrator_run_id,
             'usage': usage.get(r.run_id),
         }
         for r in rows
     ]
 
 
-def runs_table(rows: Sequence[RunRow], short: dict[str, str], usage: dict[str, dict[str, Any]], *,
-               full: bool = False) -> RenderableType:
+def runs_table(
+    rows: Sequence[RunRow], short: dict[str, str], usage: dict[str, dict[str, Any]], *, full: bool = False
+) -> RenderableType:
     """The listing: one row per run at any width; `full`: one block per run, whole ids and prompts."""
     if not rows:
         return Text('no runs yet', style='dim')
@@ -125,22 +141,36 @@ def compact(n: int) -> str:
 # -- show ------------------------------------------------------------------------------------------
 
 
-def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict], *,
-             usage: dict[str, Any] | None, turn: Turn | None, conversation: Sequence[Turn], siblings: Sequence[RunRow],
-             short: dict[str, str], full: bool = False) -> None:
+def show_run(
+    console: Console,
+    run: RunRow,
+    calls: Sequence[CallRecord],
+    spans: Sequence[SpanDict],
+    *,
+    usage: dict[str, Any] | None,
+    turn: Turn | None,
+    conversation: Sequence[Turn],
+    siblings: Sequence[RunRow],
+    short: dict[str, str],
+    full: bool = False,
+) -> None:
     """`harness show RUN`: the run, its orchestrator turn (prompt, answer, the conversation around it), its
     script, its calls (a failed call's real exception under it), the script's `log`/`phase` progress, its value
     and its totals."""
-    console.print(f'[bold]run {run.run_id}[/bold]  {status_text(run.status)}'
-                  + (f'  {run.duration:.2f}s' if run.duration is not None else '')
-                  + f'  [dim]{when(run.created)}[/dim]')
+    console.print(
+        f'[bold]run {run.run_id}[/bold]  {status_text(run.status)}'
+        + (f'  {run.duration:.2f}s' if run.duration is not None else '')
+        + f'  [dim]{when(run.created)}[/dim]'
+    )
     if run.parent_run_id:
         console.print(f'[dim]forked from {run.parent_run_id} at call #{run.fork_at}[/dim]')
     if turn is not None:
         earlier = [t for t in conversation if t.turn < turn.turn]
         if earlier:
-            console.print(f'[dim]conversation {turn.conversation_id[:10]}, turn {turn.turn} '
-                          f'(`harness chat --continue {turn.conversation_id[:10]}`); before it:[/dim]')
+            console.print(
+                f'[dim]conversation {turn.conversation_id[:10]}, turn {turn.turn} '
+                f'(`harness chat --continue {turn.conversation_id[:10]}`); before it:[/dim]'
+            )
             for t in earlier[-3:] if not full else earlier:
                 console.print(f'[dim]  you> {escape(cut(t.prompt, 100))}[/dim]')
                 if t.answer:
@@ -148,8 +178,11 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
         console.print(f'[bold cyan]you>[/bold cyan] {escape(turn.prompt)}')
         attempts = [r for r in siblings if r.run_id != run.run_id]
         if attempts:
-            console.print('[dim]other scripts of this turn: '
-                          + ', '.join(f'{short.get(r.run_id, r.run_id)} ({r.status})' for r in attempts) + '[/dim]')
+            console.print(
+                '[dim]other scripts of this turn: '
+                + ', '.join(f'{short.get(r.run_id, r.run_id)} ({r.status})' for r in attempts)
+                + '[/dim]'
+            )
     elif run.prompt:
         console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
     console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
@@ -166,10 +199,15 @@ def show_run(console: Console, run: RunRow, calls: Sequence[CallRecord], spans: 
         for call in calls:
             outcome = literal(call.result, PREVIEW) if call.status == 'ok' else (call.error or '')
             text = f'{call_text(call.callee, call.arguments, PREVIEW)} -> {outcome}'
-            table.add_row(str(call.seq), call.callee, str(call.line or ''), call.status,
-                          f'{call.duration:.2f}s' if call.duration is not None else '',
-                          call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
-                          escape(cut(text, 160)))
+            table.add_row(
+                str(call.seq),
+                call.callee,
+                str(call.line or ''),
+                call.status,
+                f'{call.duration:.2f}s' if call.duration is not None else '',
+                call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
+                escape(cut(text, 160)),
+            )
             for exc in exceptions.get(call.seq, []):
                 table.add_row('', '', '', '', '', '', Text(f'raised {exc["type"]}: {exc["message"]}', style='red'))
         console.print(table)
@@ -206,15 +244,22 @@ def show_progress(console: Console, rows: Sequence[CallRecord], *, full: bool) -
     if not entries:
         return
     shown = entries if full else entries[-PROGRESS_SHOWN:]
-    console.print('[bold]progress:[/bold]' + (f' [dim](the last {len(shown)} of {len(entries)}; --full shows all)'
-                                              '[/dim]' if len(shown) < len(entries) else ''))
+    console.print(
+        '[bold]progress:[/bold]'
+        + (
+            f' [dim](the last {len(shown)} of {len(entries)}; --full shows all)[/dim]'
+            if len(shown) < len(entries)
+            else ''
+        )
+    )
     for entry in shown:
         text = escape(str(entry['text']))
         mark = f'[bold magenta]▸ {text}[/bold magenta]' if entry['kind'] == 'phase' else f'[dim]│[/dim] {text}'
         console.print(f'  [dim]#{entry["seq"]}[/dim] {mark}')
     if dropped:
-        console.print(f'  [dim]… and {dropped:,} more entries past the cap of {PROGRESS_MAX_ENTRIES:,} (counted, '
-                      'not kept)[/dim]')
+        console.print(
+            f'  [dim]… and {dropped:,} more entries past the cap of {PROGRESS_MAX_ENTRIES:,} (counted, not kept)[/dim]'
+        )
 
 
 def show_call(console: Console, run: RunRow, call: CallRecord, spans: Sequence[SpanDict]) -> None:
@@ -225,10 +270,13 @@ def show_call(console: Console, run: RunRow, call: CallRecord, spans: Sequence[S
 
 def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequence[dict[str, str]]) -> None:
     """One call whole (`show --call K`, and each call of `show --full`), with the exceptions its span recorded."""
-    console.print(f'[bold]#{call.seq} {escape(call.callee)}[/bold]  {status_text(call.status)}'
-                  f'  [dim]run {run.run_id}, line {call.line or "?"}, {call.source}'
-                  + (f', attempt {call.attempt}' if call.attempt > 1 else '')
-                  + (f', {call.duration:.3f}s' if call.duration is not None else '') + '[/dim]')
+    console.print(
+        f'[bold]#{call.seq} {escape(call.callee)}[/bold]  {status_text(call.status)}'
+        f'  [dim]run {run.run_id}, line {call.line or "?"}, {call.source}'
+        + (f', attempt {call.attempt}' if call.attempt > 1 else '')
+        + (f', {call.duration:.3f}s' if call.duration is not None else '')
+        + '[/dim]'
+    )
     console.print('[bold]arguments:[/bold]')
     console.print_json(json.dumps(call.arguments, default=str))
     if call.status == 'ok':
@@ -241,8 +289,9 @@ def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequ
         console.print(Text(exc.get('stacktrace', '').rstrip(), style='dim'))
 
 
-def footer_lines(db: RunStore | None, run_ids: Sequence[str], rows: Sequence[RunRow], calls: int,
-                 orchestrator: Totals | None = None) -> list[str]:
+def footer_lines(
+    db: RunStore | None, run_ids: Sequence[str], rows: Sequence[RunRow], calls: int, orchestrator: Totals | None = None
+) -> list[str]:
     """The end of a turn: its runs (failed attempts too) with their calls and costs, and the orchestrator's."""
     if not rows:
         return ['[dim]no calls were made[/dim]' if not run_ids else f'[dim]run {", ".join(run_ids)}[/dim]']
@@ -262,4 +311,3 @@ def footer_lines(db: RunStore | None, run_ids: Sequence[str], rows: Sequence[Run
     if costs:
         lines.append(f'[dim]{escape(" · ".join(costs))}[/dim]')
     return lines
-

@@ -44,14 +44,19 @@ class Budget:
         """Count one call to `name`, or raise `BudgetSpent` and count nothing."""
         cap = self.call_caps.get(name)
         if cap is not None and self.per_callee[name] >= cap:
-            self._refuse(f'the call cap for {name} (call_caps[{name!r}]={cap}) is spent',
-                         f'at most {cap} {name} call(s) per run')
+            self._refuse(
+                f'the call cap for {name} (call_caps[{name!r}]={cap}) is spent', f'at most {cap} {name} call(s) per run'
+            )
         if kind == 'agent' and self.agent_calls >= self.max_agent_calls:
-            self._refuse(f'the sub-agent call budget (max_agent_calls={self.max_agent_calls}) is spent',
-                         f'at most {self.max_agent_calls} sub-agent calls per run')
+            self._refuse(
+                f'the sub-agent call budget (max_agent_calls={self.max_agent_calls}) is spent',
+                f'at most {self.max_agent_calls} sub-agent calls per run',
+            )
         if kind == 'tool' and self.max_tool_calls is not None and self.tool_calls >= self.max_tool_calls:
-            self._refuse(f'the tool call budget (max_tool_calls={self.max_tool_calls}) is spent',
-                         f'at most {self.max_tool_calls} tool calls per run')
+            self._refuse(
+                f'the tool call budget (max_tool_calls={self.max_tool_calls}) is spent',
+                f'at most {self.max_tool_calls} tool calls per run',
+            )
         self.count(name, kind)
 
     def count(self, name: str, kind: CallKind) -> None:
@@ -74,8 +79,10 @@ class Budget:
         self.refused += 1
         if budget not in self.spent:
             self.spent.append(budget)
-        message = f'{budget[0].upper()}{budget[1:]}: {limit}; no more calls of this kind will run. ' \
-                  'Finish with the results you have.'
+        message = (
+            f'{budget[0].upper()}{budget[1:]}: {limit}; no more calls of this kind will run. '
+            'Finish with the results you have.'
+        )
         raise BudgetSpent(message, budget)
 
     @property

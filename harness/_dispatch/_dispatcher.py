@@ -115,7 +115,12 @@ class Dispatcher:
         self.journal = journal
         self.history = history
         self.sources = answer_sources(
-            run_id=run_id, callees=callees, history=history, scope=scope, reuse=reuse, recorded=recorded_calls(),
+            run_id=run_id,
+            callees=callees,
+            history=history,
+            scope=scope,
+            reuse=reuse,
+            recorded=recorded_calls(),
             decisions=dict(decisions or {}),
         )
         """Asked in order for each call's answer (`_sources`); the baseline is an eval case's (`reuse_calls`), set
@@ -171,8 +176,15 @@ class Dispatcher:
         )
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self.counters.call(record)
-        why = refusal(callee.name, record.arguments, callee.requires, self.policy.access, self.ledger,
-                      side_effect=callee.side_effect, seq=record.seq)
+        why = refusal(
+            callee.name,
+            record.arguments,
+            callee.requires,
+            self.policy.access,
+            self.ledger,
+            side_effect=callee.side_effect,
+            seq=record.seq,
+        )
         if why is not None:
             self.refusals.append(why)
             self.counters.refusal(why, record.seq)
@@ -329,8 +341,15 @@ class Dispatcher:
         decode: Callable[[Any], Any],
     ) -> Outcome:
         """A value of the host's world (the time, entropy) granted to the script, journaled like a call."""
-        record = CallRecord(seq=len(self.calls) + 1, callee=name, arguments=arguments, line=None,
-                            started=time.perf_counter() - self.t0, duration=0.0, status='ok')
+        record = CallRecord(
+            seq=len(self.calls) + 1,
+            callee=name,
+            arguments=arguments,
+            line=None,
+            started=time.perf_counter() - self.t0,
+            duration=0.0,
+            status='ok',
+        )
         known, encoded = self.history.host_value(record) if self.history is not None else (False, None)
         if known:
             assert self.history is not None
@@ -464,8 +483,9 @@ class Dispatcher:
             return await self.run_one(callee, arguments, record)
 
     async def run_one(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
-        ctx = CallContext(run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt,
-                          deps=self.scope.deps)
+        ctx = CallContext(
+            run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt, deps=self.scope.deps
+        )
         started = time.perf_counter()
         with self.call_span(record):
             try:
@@ -479,9 +499,13 @@ class Dispatcher:
             except WrongReturn as exc:
                 return self.fail(record, started, TypeError(callee.wrong_return(exc)))
             except NotPlainData as exc:
-                return self.fail(record, started, RuntimeError(
-                    f'{callee.name} returned {exc.type_name}, which cannot cross into the sandbox as plain data'
-                ))
+                return self.fail(
+                    record,
+                    started,
+                    RuntimeError(
+                        f'{callee.name} returned {exc.type_name}, which cannot cross into the sandbox as plain data'
+                    ),
+                )
             except Exception as exc:
                 record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)
                 return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
@@ -497,8 +521,11 @@ class Dispatcher:
     def call_span(self, record: CallRecord) -> Generator[None]:
         """One `call {callee}` span; a sub-agent's own spans nest inside it."""
         attributes: dict[str, Any] = {
-            ATTR_RUN_ID: self.run_id, ATTR_CALLEE: record.callee, ATTR_SEQ: record.seq,
-            ATTR_ATTEMPT: record.attempt, ATTR_SOURCE: record.source,
+            ATTR_RUN_ID: self.run_id,
+            ATTR_CALLEE: record.callee,
+            ATTR_SEQ: record.seq,
+            ATTR_ATTEMPT: record.attempt,
+            ATTR_SOURCE: record.source,
         }
         if record.line is not None:
             attributes[ATTR_LINE] = record.line

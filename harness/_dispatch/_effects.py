@@ -64,8 +64,10 @@ class Effect:
     def where(self) -> str:
         if self.same_run:
             return f'an earlier script of this orchestrator run (run {self.run_id}, #{self.seq})'
-        return (f'an earlier script of this conversation (run {self.run_id}, #{self.seq}), in a turn whose messages '
-                'you do not have')
+        return (
+            f'an earlier script of this conversation (run {self.run_id}, #{self.seq}), in a turn whose messages '
+            'you do not have'
+        )
 
 
 def is_effect(record: CallRecord) -> bool:
@@ -114,11 +116,17 @@ class EarlierEffects:
         """What the model is told of the calls answered this way: that they did not run again, and where they ran."""
         if not self.answered:
             return None
-        shown = [f'{describe(e.callee, e.arguments)} was not run again: it already succeeded in {e.where()}'
-                 for e in list(self.answered.values())[:MAX_NAMED]]
+        shown = [
+            f'{describe(e.callee, e.arguments)} was not run again: it already succeeded in {e.where()}'
+            for e in list(self.answered.values())[:MAX_NAMED]
+        ]
         more = len(self.answered) - len(shown)
-        return ('Side effects not repeated: ' + '; '.join(shown) + (f'; and {more} more' if more > 0 else '')
-                + '. The script got the recorded result in its place.')
+        return (
+            'Side effects not repeated: '
+            + '; '.join(shown)
+            + (f'; and {more} more' if more > 0 else '')
+            + '. The script got the recorded result in its place.'
+        )
 
 
 def interrupted_notice(runs: Sequence[tuple[str, Sequence[CallRecord]]]) -> str | None:
@@ -126,18 +134,24 @@ def interrupted_notice(runs: Sequence[tuple[str, Sequence[CallRecord]]]) -> str 
     interrupted (`(run_id, journal)` each): the calls that never finished, and the side effects that did."""
     if not runs:
         return None
-    lines = ['An earlier turn of this conversation was interrupted (its process stopped, or it was cancelled) while '
-             'its scripts ran:']
+    lines = [
+        'An earlier turn of this conversation was interrupted (its process stopped, or it was cancelled) while '
+        'its scripts ran:'
+    ]
     for run_id, calls in runs:
         unknown = [c for c in calls if c.status == 'running']
         done = [c for c in calls if is_effect(c)]
-        lines.append(f'- run {run_id}: ' + (
-            f'{len(done)} side effect(s) finished: {named(done)}' if done else 'no side effect finished'))
+        lines.append(
+            f'- run {run_id}: '
+            + (f'{len(done)} side effect(s) finished: {named(done)}' if done else 'no side effect finished')
+        )
         if unknown:
             lines.append(f'  started but never finished, outcome unknown: {named(unknown)}')
-    lines.append('A script of this turn that repeats a finished side effect with the same arguments gets its '
-                 'recorded result without running it again. Before repeating a call whose outcome is unknown, '
-                 'check whether it happened (or tell the user it may have).')
+    lines.append(
+        'A script of this turn that repeats a finished side effect with the same arguments gets its '
+        'recorded result without running it again. Before repeating a call whose outcome is unknown, '
+        'check whether it happened (or tell the user it may have).'
+    )
     return '\n'.join(lines)
 
 
@@ -147,8 +161,12 @@ def named(calls: Sequence[CallRecord]) -> str:
 
 
 def stored_effects(
-    store: RunStore, orchestrator_run_id: str | None, conversation_id: str | None, seen: frozenset[str] = frozenset(),
-    *, resumed: RunRow | None = None,
+    store: RunStore,
+    orchestrator_run_id: str | None,
+    conversation_id: str | None,
+    seen: frozenset[str] = frozenset(),
+    *,
+    resumed: RunRow | None = None,
 ) -> list[Effect]:
     """The side effects the store holds for a new script of this orchestrator run or conversation, oldest first:
     not those of the agent runs in `seen` (the model has their results), and only from runs whose journal verifies
@@ -198,4 +216,4 @@ def interrupted_runs(store: RunStore, conversation_id: str) -> list[tuple[str, l
     """
     runs = store.statuses_of_conversation(conversation_id)
     last_ended = max((i for i, (_, status) in enumerate(runs) if status not in ('running', 'interrupted')), default=-1)
-    return [(run_id, store.calls(run_id)) for run_id, status in runs[last_ended + 1:] if status == 'interrupted']
+    return [(run_id, store.calls(run_id)) for run_id, status in runs[last_ended + 1 :] if status == 'interrupted']

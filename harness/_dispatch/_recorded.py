@@ -103,4 +103,3 @@ def answering_from(recorded: RecordedCalls | None) -> Generator[None]:
 
 def current() -> RecordedCalls | None:
     return _current.get()
-

@@ -146,9 +146,12 @@ class Decisions:
         """The decision, traced with who decided and when: None (approved: it runs) or the refusal the script
         gets."""
         attributes = {
-            ATTR_RUN_ID: self.run_id, ATTR_CALLEE: record.callee, ATTR_SEQ: record.seq,
+            ATTR_RUN_ID: self.run_id,
+            ATTR_CALLEE: record.callee,
+            ATTR_SEQ: record.seq,
             ATTR_DECISION: 'approved' if decision.approved else 'rejected',
-            ATTR_DECIDED_BY: decision.decided_by or '', ATTR_DECIDED_AT: decision.decided_at,
+            ATTR_DECIDED_BY: decision.decided_by or '',
+            ATTR_DECIDED_AT: decision.decided_at,
         }
         with TRACER.start_as_current_span(approval_span_name(record.callee), attributes=attributes):
             pass
@@ -174,13 +177,18 @@ def answer_sources(
     and past it a resumed script is answered from the side effects it started with. The side effects are taken as
     they are now, before the script's first call."""
     if history is not None:  # the scope's effects are a resumed script's (`_effects.stored_effects`)
-        first: list[AnswerSource] = [JournalAnswers(history), Effects(EarlierEffects.of(scope.effects,
-                                                                                      history.calls.values()))]
+        first: list[AnswerSource] = [
+            JournalAnswers(history),
+            Effects(EarlierEffects.of(scope.effects, history.calls.values())),
+        ]
     else:
         counts = counted(callee.requires for callee in callees.values())
         earlier = [EarlierScript(scope.reusable, scope.supplied, counts)] if reuse else []
-        first = [Effects(EarlierEffects.of(scope.effects)), *earlier,
-                 *([Baseline(recorded)] if recorded is not None else [])]
+        first = [
+            Effects(EarlierEffects.of(scope.effects)),
+            *earlier,
+            *([Baseline(recorded)] if recorded is not None else []),
+        ]
     return (*first, Decisions(run_id, decisions))
 
 

@@ -73,8 +73,9 @@ class MaxBudgetUsed(Evaluator[object, object, object]):
 
     def evaluate(self, ctx: EvaluatorContext[object, object, object]) -> EvaluationReason:
         used = measured(ctx, 'budget_used')
-        return EvaluationReason(used <= self.max_fraction, f'{used:.0%} of the sub-agent budget, at most '
-                                f'{self.max_fraction:.0%}')
+        return EvaluationReason(
+            used <= self.max_fraction, f'{used:.0%} of the sub-agent budget, at most {self.max_fraction:.0%}'
+        )
 
 
 @dataclass(repr=False)
@@ -167,6 +168,13 @@ class MentionsExpected(Evaluator[object, object, object]):
 
 
 HARNESS_EVALUATORS: tuple[type[Evaluator[Any, Any, Any]], ...] = (
-    MaxCalls, MaxBudgetUsed, MaxRefusals, MaxRetries, MaxTokens, MaxCost, MaxWallTime, MentionsExpected,
+    MaxCalls,
+    MaxBudgetUsed,
+    MaxRefusals,
+    MaxRetries,
+    MaxTokens,
+    MaxCost,
+    MaxWallTime,
+    MentionsExpected,
 )
 """Registered whenever the harness loads a dataset file."""

@@ -37,10 +37,8 @@ CLOCK = {
 }
 RANDOM = {
     'os.urandom': Grant(
-        lambda args: os.urandom(min(int(args[0]), 1 << 16)),
-        lambda v: base64.b64encode(v).decode(),
-        base64.b64decode,
-    ),
+        lambda args: os.urandom(min(int(args[0]), 1 << 16)), lambda v: base64.b64encode(v).decode(), base64.b64decode
+    )
 }
 
 

@@ -40,8 +40,14 @@ class ScriptLoop:
     snapshot is resumed by admitting its ledger's calls again first (`admit`).
     """
 
-    def __init__(self, source: str, dispatcher: Dispatcher, *, os_handler: OsHandler | None = None,
-                 renamed: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        dispatcher: Dispatcher,
+        *,
+        os_handler: OsHandler | None = None,
+        renamed: list[Any] | None = None,
+    ) -> None:
         self.source = source.encode()
         self.dispatcher = dispatcher
         self.os_handler = os_handler
@@ -91,12 +97,18 @@ class ScriptLoop:
                 kwargs = dict(snap.kwargs)
                 outcome = self.joins.answer(name, kwargs)
                 seq = len(self.dispatcher.calls)  # the journal record it just wrote
-                self.answered(PendingCall(call_id=snap.call_id, seq=seq, callee=name, arguments=kwargs, line=None),
-                              outcome)
+                self.answered(
+                    PendingCall(call_id=snap.call_id, seq=seq, callee=name, arguments=kwargs, line=None), outcome
+                )
                 return await snap.resume({'future': ...})
             try:
-                call = PendingCall(call_id=snap.call_id, seq=None, callee=name, arguments=arguments_of(name, snap),
-                                   line=self.line_of(snap.position))
+                call = PendingCall(
+                    call_id=snap.call_id,
+                    seq=None,
+                    callee=name,
+                    arguments=arguments_of(name, snap),
+                    line=self.line_of(snap.position),
+                )
                 if snap.args:
                     raise TypeError(
                         f'{name}() takes keyword arguments only: write {name}(name=value, ...) as in its stub'

@@ -56,17 +56,20 @@ class Progress:
         kind, text = kwargs.get('kind'), kwargs.get('text')
         helper = kind if kind in KINDS else 'log'
         if not isinstance(text, str):
-            return {'exception': TypeError(
-                f'{helper}() takes one str, got {type(text).__name__}: write {helper}(str(x)) or an f-string'
-            )}
+            return {
+                'exception': TypeError(
+                    f'{helper}() takes one str, got {type(text).__name__}: write {helper}(str(x)) or an f-string'
+                )
+            }
         if self.kept is None:
             self.kept = sum(1 for c in self.dispatcher.calls if c.callee.startswith(PREFIX) and c.callee != DROPPED)
         if self.kept >= MAX_ENTRIES:
             self.count_dropped()
             return {'return_value': None}
         self.kept += 1
-        outcome = self.dispatcher.host_value(f'{PREFIX}{helper}', {'text': bounded(text)}, lambda: None,
-                                             lambda v: v, lambda v: v)
+        outcome = self.dispatcher.host_value(
+            f'{PREFIX}{helper}', {'text': bounded(text)}, lambda: None, lambda v: v, lambda v: v
+        )
         self.report(self.dispatcher.calls[-1])
         return outcome
 

@@ -123,7 +123,7 @@ async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
             span.set_attribute(ATTR_ERRORS, len(job.rule_errors))
             span.set_status(Status(StatusCode.ERROR, 'rules can be broken'))
             raise WorkflowTypeError(
-                'The script can break the catalog\'s rules (strict mode), so nothing ran:\n'
+                "The script can break the catalog's rules (strict mode), so nothing ran:\n"
                 + '\n'.join(f'workflow.py:{error}' for error in job.rule_errors)
             )
 
@@ -172,7 +172,8 @@ async def type_check(checker: Checker, stubs: str, code: str) -> CheckReport:
 def type_error(errors: str, diagnostics: list[Any], *, run_id: str | None = None) -> WorkflowTypeError:
     return WorkflowTypeError(
         f'The script failed the type check against the stubs, so nothing ran:\n{errors}',
-        diagnostics=diagnostics, run_id=run_id,
+        diagnostics=diagnostics,
+        run_id=run_id,
     )
 
 

@@ -63,8 +63,11 @@ def undecided(calls: Iterable[CallRecord], decided: Mapping[int, Decision]) -> l
 def pending_calls(store: RunStore, run_id: str | None = None) -> list[Pending]:
     """The calls that wait for a person's approval, of one run or of every waiting run."""
     runs = [require_run(store, run_id).run_id] if run_id else store.waiting_runs()
-    return [Pending(c.seq, c.callee, c.arguments, rid) for rid in runs
-            for c in undecided(store.calls(rid), store.decisions(rid))]
+    return [
+        Pending(c.seq, c.callee, c.arguments, rid)
+        for rid in runs
+        for c in undecided(store.calls(rid), store.decisions(rid))
+    ]
 
 
 def _who() -> str:

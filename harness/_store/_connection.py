@@ -390,12 +390,8 @@ class Database:
                 for statements in MIGRATIONS[found:]:
                     for statement in statements:
                         conn.execute(statement)
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(target),)
-                )
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('key_id', ?)", (key_id(self._key),)
-                )
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(target),))
+                conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('key_id', ?)", (key_id(self._key),))
                 return conn.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()[0]
 
             return self._write(write, migrating=True)

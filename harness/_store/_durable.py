@@ -74,8 +74,12 @@ def plan_resume(
     start_from(plan, store.latest_snapshot(run.run_id), calls)
     plan.decisions = store.decisions(run.run_id)
     if run.orchestrator_run_id:  # the orchestrator run's budget continues from what its other scripts spent
-        plan.spent = [c for other in store.runs_of_orchestrator(run.orchestrator_run_id) if other != run.run_id
-                      for c in store.calls(other)]
+        plan.spent = [
+            c
+            for other in store.runs_of_orchestrator(run.orchestrator_run_id)
+            if other != run.run_id
+            for c in store.calls(other)
+        ]
     return plan
 
 
@@ -114,13 +118,21 @@ def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
             f'Run {parent.run_id} made {len(calls)} call(s); fork at a call between 1 and {len(calls)}.'
         )
     if calls[at - 1].callee.startswith(PROGRESS_PREFIX):  # nothing to answer: the script's own log/phase
-        raise WorkflowError(f'#{at} of run {parent.run_id} is a log()/phase() entry of the script, not a call: fork at '
-                            'the seq of a call.')
+        raise WorkflowError(
+            f'#{at} of run {parent.run_id} is a log()/phase() entry of the script, not a call: fork at '
+            'the seq of a call.'
+        )
     new_id = new_run_id()
-    begin = RunRow(run_id=new_id, script=parent.script, inputs=parent.inputs, prompt=parent.prompt,
-                   parent_run_id=parent.run_id, fork_at=at, access=parent.access)
-    history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: result},
-                      fork_at=at)
+    begin = RunRow(
+        run_id=new_id,
+        script=parent.script,
+        inputs=parent.inputs,
+        prompt=parent.prompt,
+        parent_run_id=parent.run_id,
+        fork_at=at,
+        access=parent.access,
+    )
+    history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: result}, fork_at=at)
     return Plan(mode='fork', run=parent, run_id=new_id, history=history, calls=calls, begin=begin)
 
 

@@ -17,39 +17,67 @@ from ._connection import Database, StoreError, decode, encode
 class Evals(Database):
     """The `evals` and `eval_cases` tables."""
 
-    _EVAL_COLUMNS = ('eval_id, created, updated, status, name, dataset, source, model, instructions, baseline_id, '
-                     'reused_from, report_json, summary_json')
+    _EVAL_COLUMNS = (
+        'eval_id, created, updated, status, name, dataset, source, model, instructions, baseline_id, '
+        'reused_from, report_json, summary_json'
+    )
 
     def create_eval(self, row: dict[str, Any]) -> None:
         """Insert an eval as `running`: eval_id, name, dataset, and optionally source, model, instructions,
         baseline_id, reused_from."""
         now = time.time()
-        values = (row['eval_id'], now, now, 'running', row['name'], row['dataset'], row.get('source'),
-                  row.get('model'), row.get('instructions'), row.get('baseline_id'), row.get('reused_from'))
-        self._write(lambda conn: conn.execute(
-            'INSERT INTO evals (eval_id, created, updated, status, name, dataset, source, model, instructions, '
-            'baseline_id, reused_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', values
-        ))
+        values = (
+            row['eval_id'],
+            now,
+            now,
+            'running',
+            row['name'],
+            row['dataset'],
+            row.get('source'),
+            row.get('model'),
+            row.get('instructions'),
+            row.get('baseline_id'),
+            row.get('reused_from'),
+        )
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT INTO evals (eval_id, created, updated, status, name, dataset, source, model, instructions, '
+                'baseline_id, reused_from) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                values,
+            )
+        )
 
-    def finish_eval(self, eval_id: str, *, status: str, report_json: str | None = None,
-                    summary: dict[str, Any] | None = None) -> None:
+    def finish_eval(
+        self, eval_id: str, *, status: str, report_json: str | None = None, summary: dict[str, Any] | None = None
+    ) -> None:
         """Record how an eval ended: `completed` with its report and summary, or `interrupted`."""
         summary_json = encode(summary, 'eval summary')
-        self._write(lambda conn: conn.execute(
-            'UPDATE evals SET status = ?, updated = ?, report_json = coalesce(?, report_json), '
-            'summary_json = coalesce(?, summary_json) WHERE eval_id = ?',
-            (status, time.time(), report_json, summary_json, eval_id),
-        ))
+        self._write(
+            lambda conn: conn.execute(
+                'UPDATE evals SET status = ?, updated = ?, report_json = coalesce(?, report_json), '
+                'summary_json = coalesce(?, summary_json) WHERE eval_id = ?',
+                (status, time.time(), report_json, summary_json, eval_id),
+            )
+        )
 
-    def add_eval_case(self, eval_id: str, case_name: str, orchestrator_run_id: str | None, error: str | None,
-                      usage: dict[str, Any] | None) -> None:
+    def add_eval_case(
+        self,
+        eval_id: str,
+        case_name: str,
+        orchestrator_run_id: str | None,
+        error: str | None,
+        usage: dict[str, Any] | None,
+    ) -> None:
         """One case of an eval: the orchestrator run it made (its scripts are runs with that
         `orchestrator_run_id`), its failure if it failed, and its tokens and cost."""
         values = (eval_id, case_name, orchestrator_run_id, error, encode(usage, 'eval case usage'))
-        self._write(lambda conn: conn.execute(
-            'INSERT OR REPLACE INTO eval_cases (eval_id, case_name, orchestrator_run_id, error, usage_json) '
-            'VALUES (?, ?, ?, ?, ?)', values
-        ))
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO eval_cases (eval_id, case_name, orchestrator_run_id, error, usage_json) '
+                'VALUES (?, ?, ?, ?, ?)',
+                values,
+            )
+        )
 
     def get_eval(self, eval_id: str) -> dict[str, Any] | None:
         """The eval with this id or unique id prefix; `StoreError` naming the candidates when ambiguous."""
@@ -58,10 +86,13 @@ class Evals(Database):
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             exact = conn.execute(f'SELECT {self._EVAL_COLUMNS} FROM evals WHERE eval_id = ?', (eval_id,)).fetchall()
-            return exact or conn.execute(
-                f'SELECT {self._EVAL_COLUMNS} FROM evals WHERE substr(eval_id, 1, ?) = ? ORDER BY eval_id LIMIT 11',
-                (len(eval_id), eval_id),
-            ).fetchall()
+            return (
+                exact
+                or conn.execute(
+                    f'SELECT {self._EVAL_COLUMNS} FROM evals WHERE substr(eval_id, 1, ?) = ? ORDER BY eval_id LIMIT 11',
+                    (len(eval_id), eval_id),
+                ).fetchall()
+            )
 
         rows = self._read(read)
         if len(rows) > 1:
@@ -71,19 +102,26 @@ class Evals(Database):
 
     def list_evals(self, limit: int = 50) -> list[dict[str, Any]]:
         """Stored evals, newest first."""
-        rows = self._read(lambda conn: conn.execute(
-            f'SELECT {self._EVAL_COLUMNS} FROM evals ORDER BY created DESC, rowid DESC LIMIT ?', (limit,)
-        ).fetchall())
+        rows = self._read(
+            lambda conn: conn.execute(
+                f'SELECT {self._EVAL_COLUMNS} FROM evals ORDER BY created DESC, rowid DESC LIMIT ?', (limit,)
+            ).fetchall()
+        )
         return [self._eval_row(row) for row in rows]
 
     def eval_cases(self, eval_id: str) -> list[dict[str, Any]]:
         """An eval's cases as they finished: case_name, orchestrator_run_id, error, usage."""
-        rows = self._read(lambda conn: conn.execute(
-            'SELECT case_name, orchestrator_run_id, error, usage_json FROM eval_cases WHERE eval_id = ? ORDER BY rowid',
-            (eval_id,),
-        ).fetchall())
-        return [{'case_name': name, 'orchestrator_run_id': run, 'error': error, 'usage': decode(usage)}
-                for name, run, error, usage in rows]
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT case_name, orchestrator_run_id, error, usage_json FROM eval_cases '
+                'WHERE eval_id = ? ORDER BY rowid',
+                (eval_id,),
+            ).fetchall()
+        )
+        return [
+            {'case_name': name, 'orchestrator_run_id': run, 'error': error, 'usage': decode(usage)}
+            for name, run, error, usage in rows
+        ]
 
     @classmethod
     def _eval_row(cls, row: tuple[Any, ...]) -> dict[str, Any]:

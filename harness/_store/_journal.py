@@ -117,8 +117,15 @@ class Journal:
         rows, self.rows = list({row.seq: row for row in self.rows}.values()), []
         checkpoint = snapshot() if snapshot is not None else None  # the interpreter is dumped here, not in the thread
         if rows or checkpoint is not None:
-            await store_write(store, store.put_calls, self.run_id, rows, snapshot=checkpoint,
-                              expect_owner=self.owner, only_running=only_running)
+            await store_write(
+                store,
+                store.put_calls,
+                self.run_id,
+                rows,
+                snapshot=checkpoint,
+                expect_owner=self.owner,
+                only_running=only_running,
+            )
 
     async def end(self, status: RunStatus, *, value: Any = None, error: str | None = None) -> None:
         store = self.store
@@ -126,6 +133,12 @@ class Journal:
             return
         await self.write()
         await store_write(
-            store, store.update_run, self.run_id, status=status, value=jsonable(value), error=error,
-            duration=time.time() - self.started_at, expect_owner=self.owner,
+            store,
+            store.update_run,
+            self.run_id,
+            status=status,
+            value=jsonable(value),
+            error=error,
+            duration=time.time() - self.started_at,
+            expect_owner=self.owner,
         )

@@ -89,8 +89,10 @@ class Runs(Snapshots):
                 raise StoreError(f'a run with id {run.run_id!r} already exists in {self.path}.') from None
             conn.execute('UPDATE runs SET journal_head = ? WHERE run_id = ?', (head([]), run.run_id))
             if owner is not None:
-                conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
-                             (str(owner), time.time() + ttl, run.run_id))
+                conn.execute(
+                    'UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
+                    (str(owner), time.time() + ttl, run.run_id),
+                )
             self._reseal(conn, run.run_id)
 
         self._write(write)
@@ -106,10 +108,7 @@ class Runs(Snapshots):
             raise TypeError(f'update_run() cannot set {sorted(unknown)}; it sets {sorted(_UPDATABLE)}.')
         changes.setdefault('updated', time.time())
         columns = ', '.join(f'{_UPDATABLE[name]} = ?' for name in changes)
-        values = [
-            encode(value, f'run {name}') if name in _JSON_FIELDS else value
-            for name, value in changes.items()
-        ]
+        values = [encode(value, f'run {name}') if name in _JSON_FIELDS else value for name, value in changes.items()]
 
         ending = changes.get('status', 'running') != 'running'
         release = ', owner = NULL, lease_until = NULL' if ending and expect_owner is not None else ''
@@ -141,9 +140,7 @@ class Runs(Snapshots):
             ).fetchall()
             if len(rows) > 1:
                 shown = ', '.join(r[0] for r in rows[:10]) + (', ...' if len(rows) > 10 else '')
-                raise StoreError(
-                    f'run id prefix {run_id!r} is ambiguous: it matches {shown}. Give more characters.'
-                )
+                raise StoreError(f'run id prefix {run_id!r} is ambiguous: it matches {shown}. Give more characters.')
             return _run_from_db(rows[0]) if rows else None
 
         return self._read(read)
@@ -165,7 +162,8 @@ class Runs(Snapshots):
         clause = f'WHERE {" AND ".join(where)} ' if where else ''
         # Filtered by the status shown, the rows are read lazily until `limit` of them match.
         sql = f'SELECT {_RUN_READ} FROM runs {clause}ORDER BY created DESC, rowid DESC' + (
-            '' if wanted is not None else ' LIMIT ?')
+            '' if wanted is not None else ' LIMIT ?'
+        )
 
         def read(conn: sqlite3.Connection) -> list[RunRow]:
             rows = (_run_from_db(row) for row in conn.execute(sql, params if wanted is not None else (*params, limit)))
@@ -189,13 +187,29 @@ class Runs(Snapshots):
         each with those calls (their status `ok`, any source: the caller picks the effects, `_effects.is_effect`)."""
 
         def read(conn: sqlite3.Connection) -> list[tuple[RunRow, list[CallRecord]]]:
-            runs = [_run_from_db(row) for row in conn.execute(
-                f'SELECT {_RUN_READ} FROM runs WHERE (orchestrator_run_id = ? OR conversation_id = ?) AND EXISTS '
-                "(SELECT 1 FROM calls c WHERE c.run_id = runs.run_id AND c.side_effect = 1 AND c.status = 'ok') "
-                'ORDER BY created, rowid', (orchestrator_run_id, conversation_id))]
-            return [(run, [_call_from_db(row) for row in conn.execute(
-                f"SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND side_effect = 1 AND status = 'ok' "
-                'ORDER BY seq', (run.run_id,))]) for run in runs]
+            runs = [
+                _run_from_db(row)
+                for row in conn.execute(
+                    f'SELECT {_RUN_READ} FROM runs WHERE (orchestrator_run_id = ? OR conversation_id = ?) AND EXISTS '
+                    "(SELECT 1 FROM calls c WHERE c.run_id = runs.run_id AND c.side_effect = 1 AND c.status = 'ok') "
+                    'ORDER BY created, rowid',
+                    (orchestrator_run_id, conversation_id),
+                )
+            ]
+            return [
+                (
+                    run,
+                    [
+                        _call_from_db(row)
+                        for row in conn.execute(
+                            f"SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND side_effect = 1 AND status = 'ok' "
+                            'ORDER BY seq',
+                            (run.run_id,),
+                        )
+                    ],
+                )
+                for run in runs
+            ]
 
         if orchestrator_run_id is None and conversation_id is None:
             return []
@@ -203,19 +217,25 @@ class Runs(Snapshots):
 
     def statuses_of_conversation(self, conversation_id: str) -> list[tuple[str, RunStatus]]:
         """The runs (scripts) the turns of one conversation wrote, oldest first: their ids and shown statuses."""
-        rows = self._read(lambda conn: conn.execute(
-            'SELECT run_id, status, owner, lease_until FROM runs WHERE conversation_id = ? ORDER BY created, rowid',
-            (conversation_id,)).fetchall())
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT run_id, status, owner, lease_until FROM runs WHERE conversation_id = ? ORDER BY created, rowid',
+                (conversation_id,),
+            ).fetchall()
+        )
         now = time.time()
         return [(run_id, shown_status(status, owner, lease_until, now)) for run_id, status, owner, lease_until in rows]
 
     def forks_of(self, run_id: str) -> list[RunRow]:
         """The runs forked from `run_id`, oldest first."""
-        return self._read(lambda conn: [
-            _run_from_db(row) for row in conn.execute(
-                f'SELECT {_RUN_READ} FROM runs WHERE parent_run_id = ? ORDER BY created, rowid', (run_id,)
-            )
-        ])
+        return self._read(
+            lambda conn: [
+                _run_from_db(row)
+                for row in conn.execute(
+                    f'SELECT {_RUN_READ} FROM runs WHERE parent_run_id = ? ORDER BY created, rowid', (run_id,)
+                )
+            ]
+        )
 
     def status_counts(self) -> dict[str, int]:
         """How many runs have each status as shown (the studio's filter shows them)."""
@@ -236,8 +256,13 @@ class Runs(Snapshots):
     # -- the call journal ------------------------------------------------------------------------
 
     def put_calls(
-        self, run_id: str, calls: Iterable[CallRecord], *, snapshot: Checkpoint | None = None,
-        expect_owner: Owner | None = None, only_running: bool = False,
+        self,
+        run_id: str,
+        calls: Iterable[CallRecord],
+        *,
+        snapshot: Checkpoint | None = None,
+        expect_owner: Owner | None = None,
+        only_running: bool = False,
     ) -> int | None:
         """Write whole call rows of one run in one transaction (INSERT OR REPLACE by `seq`).
 
@@ -257,8 +282,12 @@ class Runs(Snapshots):
         def write(conn: sqlite3.Connection) -> int | None:
             nonlocal rows
             if only_running and rows:
-                settled = {seq for seq, status in conn.execute(
-                    "SELECT seq, status FROM calls WHERE run_id = ? AND status != 'running'", (run_id,))}
+                settled = {
+                    seq
+                    for seq, status in conn.execute(
+                        "SELECT seq, status FROM calls WHERE run_id = ? AND status != 'running'", (run_id,)
+                    )
+                }
                 rows = [row for row in rows if row[1] not in settled]
                 if not rows and snapshot_row is None:
                     return None
@@ -293,17 +322,16 @@ class Runs(Snapshots):
         return self._read(
             lambda conn: [
                 _call_from_db(row)
-                for row in conn.execute(
-                    f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? ORDER BY seq', (run_id,)
-                )
+                for row in conn.execute(f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? ORDER BY seq', (run_id,))
             ]
         )
 
     def call(self, run_id: str, seq: int) -> CallRecord | None:
         """One journaled call, or None."""
         row = self._read(
-            lambda conn: conn.execute(f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND seq = ?',
-                                      (run_id, seq)).fetchone()
+            lambda conn: conn.execute(
+                f'SELECT {_CALL_COLUMNS} FROM calls WHERE run_id = ? AND seq = ?', (run_id, seq)
+            ).fetchone()
         )
         return _call_from_db(row) if row is not None else None
 
@@ -368,19 +396,22 @@ class Runs(Snapshots):
                 raise RunBusy(run_id, holder)
             if unchanged_since is not None and row[2] != unchanged_since:
                 raise RunBusy(run_id, holder, changed=True)
-            conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
-                         (str(owner), time.time() + ttl, run_id))
+            conn.execute(
+                'UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?', (str(owner), time.time() + ttl, run_id)
+            )
 
         self._write(write)
 
     def renew(self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS) -> bool:
         """Extend `owner`'s lease; False when it no longer holds it."""
         return self._write(
-            lambda conn: conn.execute(
-                'UPDATE runs SET lease_until = ? WHERE run_id = ? AND owner = ?',
-                (time.time() + ttl, run_id, str(owner)),
-            ).rowcount
-            == 1
+            lambda conn: (
+                conn.execute(
+                    'UPDATE runs SET lease_until = ? WHERE run_id = ? AND owner = ?',
+                    (time.time() + ttl, run_id, str(owner)),
+                ).rowcount
+                == 1
+            )
         )
 
     def release(self, run_id: str, owner: Owner) -> None:
@@ -421,13 +452,17 @@ class Runs(Snapshots):
                 if row[1] != expected:
                     return [f'call #{expected} of run {run_id} is missing from its journal']
                 if not self._sealer.check(row[-1], *row[:-1]):
-                    return [f'call #{expected} of run {run_id} was modified after it was written (or copied from '
-                            'another run): it does not match its seal']
+                    return [
+                        f'call #{expected} of run {run_id} was modified after it was written (or copied from '
+                        'another run): it does not match its seal'
+                    ]
             stored_head = run[-2] or ''  # the journal's head, before the seal
             sealed_with = head if stored_head.startswith(HEAD_FORMAT) else chained_head
             if sealed_with(row[-1] for row in rows) != stored_head:
-                return [f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
-                        'put back to an earlier version of itself']
+                return [
+                    f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
+                    'put back to an earlier version of itself'
+                ]
             return []
 
         return self._read(read)

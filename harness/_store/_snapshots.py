@@ -52,9 +52,7 @@ class SnapshotRow:
     created: float
 
 
-_SNAPSHOT_COLUMNS = (
-    'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
-)
+_SNAPSHOT_COLUMNS = 'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
 
 
 class Snapshots(Database):
@@ -84,9 +82,7 @@ class Snapshots(Database):
 
     def latest_snapshot(self, run_id: str) -> SnapshotRow | None:
         """The run's most recently taken snapshot, verified; `SnapshotError` if it fails verification."""
-        return self._snapshot(
-            f'SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_id,)
-        )
+        return self._snapshot(f'SELECT {_SNAPSHOT_COLUMNS} FROM snapshots WHERE run_id = ? ORDER BY id DESC', (run_id,))
 
     def snapshot_after(self, run_id: str, after_seq: int) -> SnapshotRow | None:
         """The newest snapshot taken with at most `after_seq` calls journaled, verified."""
@@ -98,9 +94,11 @@ class Snapshots(Database):
 
     def snapshot_positions(self, run_id: str) -> list[int]:
         """The call counts (`after_seq`) the run has snapshots at: the valid `replay --from K`."""
-        rows = self._read(lambda conn: conn.execute(
-            'SELECT DISTINCT after_seq FROM snapshots WHERE run_id = ? ORDER BY after_seq', (run_id,)
-        ).fetchall())
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT DISTINCT after_seq FROM snapshots WHERE run_id = ? ORDER BY after_seq', (run_id,)
+            ).fetchall()
+        )
         return [row[0] for row in rows]
 
     def _seal(self, dump: bytes, binding: bytes = b'') -> bytes:
@@ -121,16 +119,19 @@ class Snapshots(Database):
         if row is None:
             return None
         snap_id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created = row
-        dump = self._unseal(bytes(blob), what=f'snapshot {snap_id} of run {run_id}', size=size, digest=digest,
-                            binding=_binding(run_id, after_seq, ledger_json))
+        dump = self._unseal(
+            bytes(blob),
+            what=f'snapshot {snap_id} of run {run_id}',
+            size=size,
+            digest=digest,
+            binding=_binding(run_id, after_seq, ledger_json),
+        )
         return SnapshotRow(
             id=snap_id, run_id=run_id, after_seq=after_seq, dump=dump, ledger=json.loads(ledger_json),
             monty_format=monty_format, store_format=store_format, created=created,
         )  # fmt: skip
 
-    def _unseal(
-        self, blob: bytes, *, what: str, size: int | None, digest: str | None, binding: bytes = b''
-    ) -> bytes:
+    def _unseal(self, blob: bytes, *, what: str, size: int | None, digest: str | None, binding: bytes = b'') -> bytes:
         """Checks in an order that names the real cause: damage first, then versions, then the key."""
         minimum = HEADER_LEN + len(MONTY_MAGIC) + 2
         if len(blob) < (minimum if size is None else max(size, minimum)):

@@ -92,18 +92,22 @@ class Terminal(Database):
     def set_usage(self, run_id: str, usage: dict[str, Any]) -> None:
         """Store a run's token and cost totals (`_usage.Totals.as_json()`), replacing earlier ones."""
         usage_json = encode_required(usage, 'run usage')
-        self._write(lambda conn: conn.execute(
-            'INSERT OR REPLACE INTO run_usage (run_id, usage_json) VALUES (?, ?)', (run_id, usage_json)
-        ))
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO run_usage (run_id, usage_json) VALUES (?, ?)', (run_id, usage_json)
+            )
+        )
 
     def usage(self, run_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored totals of those runs that have any, by run id."""
         ids = list(run_ids)
         if not ids:
             return {}
-        rows = self._read(lambda conn: conn.execute(
-            f'SELECT run_id, usage_json FROM run_usage WHERE run_id IN ({marks(ids)})', ids
-        ).fetchall())
+        rows = self._read(
+            lambda conn: conn.execute(
+                f'SELECT run_id, usage_json FROM run_usage WHERE run_id IN ({marks(ids)})', ids
+            ).fetchall()
+        )
         return {run_id: json.loads(text) for run_id, text in rows}
 
     def short_ids(self, run_ids: Iterable[str], minimum: int = 7) -> dict[str, str]:
@@ -114,8 +118,10 @@ class Terminal(Database):
             short = {}
             for run_id in run_ids:
                 shared = 0
-                for sql in ('SELECT max(run_id) FROM runs WHERE run_id < ?',
-                            'SELECT min(run_id) FROM runs WHERE run_id > ?'):
+                for sql in (
+                    'SELECT max(run_id) FROM runs WHERE run_id < ?',
+                    'SELECT min(run_id) FROM runs WHERE run_id > ?',
+                ):
                     other = conn.execute(sql, (run_id,)).fetchone()[0]
                     if other is not None:
                         shared = max(shared, _common_prefix(run_id, other))
@@ -143,26 +149,40 @@ class Terminal(Database):
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the process that runs `run_id` to cancel it (it looks at each pause of the script)."""
-        self._write(lambda conn: conn.execute(
-            'INSERT OR REPLACE INTO cancel_requests (run_id, requested) VALUES (?, ?)', (run_id, time.time())
-        ))
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO cancel_requests (run_id, requested) VALUES (?, ?)', (run_id, time.time())
+            )
+        )
 
     def cancel_requested(self, run_id: str) -> bool:
-        return self._read(lambda conn: conn.execute(
-            'SELECT 1 FROM cancel_requests WHERE run_id = ?', (run_id,)
-        ).fetchone()) is not None
+        return (
+            self._read(
+                lambda conn: conn.execute('SELECT 1 FROM cancel_requests WHERE run_id = ?', (run_id,)).fetchone()
+            )
+            is not None
+        )
 
     def clear_cancel(self, run_id: str) -> None:
         self._write(lambda conn: conn.execute('DELETE FROM cancel_requests WHERE run_id = ?', (run_id,)))
 
     def save_conversation(self, conversation: Conversation) -> None:
         """Insert or replace a conversation (its whole message history, as pydantic-ai's JSON)."""
-        row = (conversation.conversation_id, conversation.created, conversation.updated, conversation.title,
-               conversation.model, conversation.messages_json)
-        self._write(lambda conn: conn.execute(
-            'INSERT OR REPLACE INTO conversations (conversation_id, created, updated, title, model, messages_json) '
-            'VALUES (?, ?, ?, ?, ?, ?)', row
-        ))
+        row = (
+            conversation.conversation_id,
+            conversation.created,
+            conversation.updated,
+            conversation.title,
+            conversation.model,
+            conversation.messages_json,
+        )
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO conversations (conversation_id, created, updated, title, model, messages_json) '
+                'VALUES (?, ?, ?, ?, ?, ?)',
+                row,
+            )
+        )
 
     def get_conversation(self, conversation_id: str | None = None) -> Conversation | None:
         """The conversation with this id or unique id prefix; the latest one when `conversation_id` is None."""
@@ -185,34 +205,61 @@ class Terminal(Database):
     def list_conversations(self, limit: int = 50) -> list[dict[str, Any]]:
         """Stored conversations, the latest updated first: conversation_id, created, updated, title, model and
         their number of turns (not their messages)."""
-        rows = self._read(lambda conn: conn.execute(
-            'SELECT c.conversation_id, c.created, c.updated, c.title, c.model, '
-            '(SELECT count(*) FROM turns t WHERE t.conversation_id = c.conversation_id) '
-            'FROM conversations c ORDER BY c.updated DESC LIMIT ?', (limit,)
-        ).fetchall())
+        rows = self._read(
+            lambda conn: conn.execute(
+                'SELECT c.conversation_id, c.created, c.updated, c.title, c.model, '
+                '(SELECT count(*) FROM turns t WHERE t.conversation_id = c.conversation_id) '
+                'FROM conversations c ORDER BY c.updated DESC LIMIT ?',
+                (limit,),
+            ).fetchall()
+        )
         keys = ('conversation_id', 'created', 'updated', 'title', 'model', 'turns')
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def add_turn(self, turn: Turn) -> None:
         agent_runs = list(dict.fromkeys(a for a in (turn.agent_run_id, *turn.agent_run_ids) if a))
-        row = (turn.conversation_id, turn.turn, turn.agent_run_id, turn.prompt, turn.answer, turn.status, turn.error,
-               encode(turn.usage, 'turn usage'), turn.trace_id, turn.created, encode(agent_runs or None, 'turn runs'))
-        self._write(lambda conn: conn.execute(
-            'INSERT OR REPLACE INTO turns (conversation_id, turn, agent_run_id, prompt, answer, status, error, '
-            'usage_json, trace_id, created, agent_run_ids_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', row
-        ))
+        row = (
+            turn.conversation_id,
+            turn.turn,
+            turn.agent_run_id,
+            turn.prompt,
+            turn.answer,
+            turn.status,
+            turn.error,
+            encode(turn.usage, 'turn usage'),
+            turn.trace_id,
+            turn.created,
+            encode(agent_runs or None, 'turn runs'),
+        )
+        self._write(
+            lambda conn: conn.execute(
+                'INSERT OR REPLACE INTO turns (conversation_id, turn, agent_run_id, prompt, answer, status, error, '
+                'usage_json, trace_id, created, agent_run_ids_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                row,
+            )
+        )
 
     def turns(self, conversation_id: str | None = None, *, agent_run_id: str | None = None) -> list[Turn]:
         """A conversation's turns in order, or the turn one orchestrator agent run (any of a turn's) belongs to."""
-        columns = ('conversation_id, turn, agent_run_id, prompt, answer, status, error, usage_json, trace_id, created, '
-                   'agent_run_ids_json')
+        columns = (
+            'conversation_id, turn, agent_run_id, prompt, answer, status, error, usage_json, trace_id, created, '
+            'agent_run_ids_json'
+        )
         if agent_run_id is not None:
             sql, params = f'SELECT {columns} FROM turns WHERE {_HOLDS_AGENT_RUN}', (agent_run_id, agent_run_id)
         else:
             sql, params = f'SELECT {columns} FROM turns WHERE conversation_id = ? ORDER BY turn', (conversation_id,)
         rows = self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [Turn(*row[:7], usage=decode(row[7]), trace_id=row[8], created=row[9],
-                     agent_run_ids=decode(row[10]) or ([row[2]] if row[2] else [])) for row in rows]
+        return [
+            Turn(
+                *row[:7],
+                usage=decode(row[7]),
+                trace_id=row[8],
+                created=row[9],
+                agent_run_ids=decode(row[10]) or ([row[2]] if row[2] else []),
+            )
+            for row in rows
+        ]
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -238,8 +285,10 @@ def _spans_of(conn: sqlite3.Connection, keys: list[str]) -> list[SpanDict]:
 
 def _turn_agent_runs(conn: sqlite3.Connection, agent_run_id: str) -> list[str]:
     """Every agent run of the turn `agent_run_id` is one of; just it when no stored turn has it."""
-    row = conn.execute(f'SELECT agent_run_id, agent_run_ids_json FROM turns WHERE {_HOLDS_AGENT_RUN} LIMIT 1',
-                       (agent_run_id, agent_run_id)).fetchone()
+    row = conn.execute(
+        f'SELECT agent_run_id, agent_run_ids_json FROM turns WHERE {_HOLDS_AGENT_RUN} LIMIT 1',
+        (agent_run_id, agent_run_id),
+    ).fetchone()
     return (decode(row[1]) or [row[0]]) if row is not None else [agent_run_id]
 
 

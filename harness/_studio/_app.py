@@ -40,8 +40,10 @@ from ._views import API_VERSION, RUN_STATUSES, conversation_page, pending_of, ru
 ASSETS = Path(__file__).with_name('static')
 HOST = '127.0.0.1'
 MAX_LIMIT = 1_000
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
 """Only this app's own files run in the page: model text that slipped into the DOM as markup still could not."""
 SHUTDOWN_PATIENCE = 10.0
 """Seconds the shutdown gives cancelled requests to record how their runs stopped before the Harness closes."""
@@ -82,11 +84,18 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         from importlib.metadata import version
 
         db = harness.store
-        return JSONResponse({
-            'api': API_VERSION, 'version': version('harness'), 'model': model_label, 'demo': demo, 'notice': notice,
-            'store': db.path if db is not None else None, 'statuses': list(RUN_STATUSES),
-            'callees': sorted(harness.callees),
-        })
+        return JSONResponse(
+            {
+                'api': API_VERSION,
+                'version': version('harness'),
+                'model': model_label,
+                'demo': demo,
+                'notice': notice,
+                'store': db.path if db is not None else None,
+                'statuses': list(RUN_STATUSES),
+                'callees': sorted(harness.callees),
+            }
+        )
 
     def runs(request: Request) -> JSONResponse:
         statuses = request.query_params.getlist('status')
@@ -102,8 +111,9 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
 
     def pending(_request: Request) -> JSONResponse:
         db = store()
-        found = [{'run_id': rid, **p} for rid in db.waiting_runs()
-                 for p in pending_of(db.calls(rid), db.decisions(rid))]
+        found = [
+            {'run_id': rid, **p} for rid in db.waiting_runs() for p in pending_of(db.calls(rid), db.decisions(rid))
+        ]
         return JSONResponse({'pending': found})
 
     def conversations(request: Request) -> JSONResponse:
@@ -120,8 +130,14 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         if found is None or found.conversation_id != conversation_id:  # the store also matches a prefix
             raise Refused(404, 'not_found', f'no conversation {conversation_id!r}.')
         turns = db.turns(conversation_id)
-        head = {'conversation_id': found.conversation_id, 'created': found.created, 'updated': found.updated,
-                'title': found.title, 'model': found.model, 'turns': len(turns)}
+        head = {
+            'conversation_id': found.conversation_id,
+            'created': found.created,
+            'updated': found.updated,
+            'title': found.title,
+            'model': found.model,
+            'turns': len(turns),
+        }
         return JSONResponse(conversation_page(db, head, turns))
 
     async def decide(request: Request) -> JSONResponse:
@@ -131,8 +147,9 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         by = optional_text(body, 'by')
         if action == 'approve':
             seq = body.get('seq')
-            decided = await run_in_threadpool(lambda: harness.approve(run_id, None if seq is None else integer(
-                seq, 'seq', low=1), by=by))
+            decided = await run_in_threadpool(
+                lambda: harness.approve(run_id, None if seq is None else integer(seq, 'seq', low=1), by=by)
+            )
         else:
             seq = integer(body.get('seq'), 'seq', low=1)
             reason = optional_text(body, 'reason')
@@ -152,18 +169,23 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
             answers = body.get('answers') or {}
             if not isinstance(answers, dict):
                 raise Refused(400, 'invalid_request', 'answers: an object of {"SEQ": result}.')
-            result = await harness.resume(run_id, retry_unknown=flag(body, 'retry_unknown'),
-                                          answers={integer(k, 'answers key', low=1): v for k, v in answers.items()},
-                                          **options)
+            result = await harness.resume(
+                run_id,
+                retry_unknown=flag(body, 'retry_unknown'),
+                answers={integer(k, 'answers key', low=1): v for k, v in answers.items()},
+                **options,
+            )
         elif action == 'replay':
             from_seq = body.get('from_seq')
-            result = await harness.replay(run_id, from_seq=None if from_seq is None else integer(
-                from_seq, 'from_seq', low=0), **options)
+            result = await harness.replay(
+                run_id, from_seq=None if from_seq is None else integer(from_seq, 'from_seq', low=0), **options
+            )
         else:
             if 'result' not in body:
                 raise Refused(400, 'invalid_request', 'a fork needs "result": the JSON value call AT returns instead.')
-            result = await harness.fork(run_id, at=integer(body.get('at'), 'at', low=1), result=body['result'],
-                                        **options)
+            result = await harness.fork(
+                run_id, at=integer(body.get('at'), 'at', low=1), result=body['result'], **options
+            )
         return JSONResponse(result_json(result, action, run_id))
 
     async def chat_endpoint(request: Request) -> Response:
@@ -189,14 +211,18 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
 
     async def workflow_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, WorkflowError)
-        return JSONResponse({'error': type(exc).__name__, 'message': exc.message, 'run_id': exc.run_id},
-                            status_code=409)
+        return JSONResponse(
+            {'error': type(exc).__name__, 'message': exc.message, 'run_id': exc.run_id}, status_code=409
+        )
 
     async def store_error(_request: Request, exc: Exception) -> Response:
         return problem(500, 'store', str(exc))
 
     routes = [
-        Route('/', page), Route('/chat', page), Route('/chat/{conversation_id}', page), Route('/runs', page),
+        Route('/', page),
+        Route('/chat', page),
+        Route('/chat/{conversation_id}', page),
+        Route('/runs', page),
         Route('/runs/{run_id}', page),
         Route('/api/info', info),
         Route('/api/runs', runs),
@@ -210,8 +236,12 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
     ]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, 'localhost']),
-                    Middleware(SecurityHeaders), Middleware(OneLineErrors), Middleware(Answering, tasks=answering)],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, 'localhost']),
+            Middleware(SecurityHeaders),
+            Middleware(OneLineErrors),
+            Middleware(Answering, tasks=answering),
+        ],
         exception_handlers={Refused: refused, WorkflowError: workflow_error, StoreError: store_error},
         lifespan=lifespan,
     )
@@ -258,8 +288,11 @@ class Answering(HttpMiddleware):
 class SecurityHeaders(HttpMiddleware):
     """Adds the content security policy (and friends) to every response."""
 
-    HEADERS = ((b'content-security-policy', CSP.encode()), (b'x-content-type-options', b'nosniff'),
-               (b'referrer-policy', b'no-referrer'))
+    HEADERS = (
+        (b'content-security-policy', CSP.encode()),
+        (b'x-content-type-options', b'nosniff'),
+        (b'referrer-policy', b'no-referrer'),
+    )
 
     async def http(self, scope: Any, receive: Any, send: Any) -> None:
         async def with_headers(message: Any) -> None:
@@ -307,8 +340,14 @@ def decide_or_act(decide: Callable[[Request], Any], act: Callable[[Request], Any
 def result_json(result: WorkflowResult, action: str, run_id: str) -> dict[str, Any]:
     """What an action made: the run to show (a replay stores nothing, so it carries its calls)."""
     out: dict[str, Any] = {
-        'action': action, 'from_run_id': run_id, 'run_id': result.run_id, 'status': result.status,
-        'value': result.value, 'printed': result.printed, 'note': result.note, 'stored': action != 'replay',
+        'action': action,
+        'from_run_id': run_id,
+        'run_id': result.run_id,
+        'status': result.status,
+        'value': result.value,
+        'printed': result.printed,
+        'note': result.note,
+        'stored': action != 'replay',
         'waiting': [{'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in result.waiting],
     }
     if action == 'replay':
@@ -371,6 +410,5 @@ def serve(app: Starlette, sock: socket.socket) -> None:
     """Serve until Ctrl-C (or SIGTERM); streams still open get a few seconds to finish."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level='warning', access_log=False, timeout_graceful_shutdown=5,
-                            lifespan='on')
+    config = uvicorn.Config(app, log_level='warning', access_log=False, timeout_graceful_shutdown=5, lifespan='on')
     uvicorn.Server(config).run(sockets=[sock])

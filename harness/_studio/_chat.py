@@ -50,8 +50,13 @@ def call_event_json(event: CallEvent) -> dict[str, Any]:
     """A call as the chat shows it live; read now: the record changes after the handler returns."""
     call = event.call
     return {
-        'kind': event.kind, 'run_id': event.run_id, 'seq': call.seq, 'callee': call.callee,
-        'text': call_text(call.callee, call.arguments), 'source': call.source, 'elapsed': event.elapsed,
+        'kind': event.kind,
+        'run_id': event.run_id,
+        'seq': call.seq,
+        'callee': call.callee,
+        'text': call_text(call.callee, call.arguments),
+        'source': call.source,
+        'elapsed': event.elapsed,
         'error': call.error if event.kind in ('failed', 'refused', 'skipped') else None,
         'result': cut(literal(call.result), RESULT_CHARS) if event.kind == 'finished' else None,
         'progress': progress_json(call),
@@ -125,8 +130,13 @@ class Chat:
             turn.usage.add(of_responses(result.new_messages()))
             yield self.record(turn)
 
-        stream = adapter.run_stream(message_history=turn.history, deferred_tool_results=turn.deferred,
-                                    run_id=agent_run_id, conversation_id=turn.conversation_id, on_complete=on_complete)
+        stream = adapter.run_stream(
+            message_history=turn.history,
+            deferred_tool_results=turn.deferred,
+            run_id=agent_run_id,
+            conversation_id=turn.conversation_id,
+            on_complete=on_complete,
+        )
         return adapter.streaming_response(self.merged(stream, events, turn))
 
     def prepare(self, run_input: Any, *, continuing: bool) -> StudioTurn:
@@ -144,21 +154,31 @@ class Chat:
             if last is None or last.status != 'waiting' or not deferred:
                 raise ValueError(f'conversation {conversation_id} has no turn waiting for approval to continue.')
             run_input.messages = []
-            return StudioTurn(conversation_id, found, last.turn, last.prompt, history, agent_run_id=last.agent_run_id,
-                              agent_run_ids=list(last.agent_run_ids),
-                              deferred=DeferredToolResults(approvals={p.tool_call_id: True for p in deferred}),
-                              usage=Totals.from_json(last.usage))
+            return StudioTurn(
+                conversation_id,
+                found,
+                last.turn,
+                last.prompt,
+                history,
+                agent_run_id=last.agent_run_id,
+                agent_run_ids=list(last.agent_run_ids),
+                deferred=DeferredToolResults(approvals={p.tool_call_id: True for p in deferred}),
+                usage=Totals.from_json(last.usage),
+            )
         users = [m for m in run_input.messages if m.role == 'user']
         if not users or not text_of(users[-1]).strip():
             raise ValueError('the request holds no user message with text.')
         if last is not None and last.status == 'waiting':
-            raise ValueError(f'conversation {conversation_id} waits for approval: approve or reject its calls, '
-                             'then continue it (POST /api/chat?continue=1).')
+            raise ValueError(
+                f'conversation {conversation_id} waits for approval: approve or reject its calls, '
+                'then continue it (POST /api/chat?continue=1).'
+            )
         run_input.messages = users[-1:]  # the server holds the history; the page may send all of it
         return StudioTurn(conversation_id, found, (last.turn if last else 0) + 1, text_of(users[-1]), history)
 
-    async def merged(self, stream: AsyncIterator[BaseChunk], events: asyncio.Queue[BaseChunk | None],
-                     turn: StudioTurn) -> AsyncIterator[BaseChunk]:
+    async def merged(
+        self, stream: AsyncIterator[BaseChunk], events: asyncio.Queue[BaseChunk | None], turn: StudioTurn
+    ) -> AsyncIterator[BaseChunk]:
         """The adapter's chunks and the calls' `data-call` parts, in the order they happened. The conversation
         is marked busy, and the recorder told to expect this request's agent run, here, where the turn starts:
         a response whose client left before its body began never runs this, so leaves neither behind (the
@@ -210,9 +230,17 @@ class Chat:
     def record(self, turn: StudioTurn) -> DataChunk:
         """Store the turn and the conversation (its messages only when the turn produced them); the `data-turn`
         part that tells the page how the turn ended."""
-        stored = Turn(turn.conversation_id, turn.number, turn.agent_run_id, turn.prompt, turn.answer, turn.status,
-                      error=turn.error, usage=None if turn.usage.empty else turn.usage.as_json(),
-                      agent_run_ids=turn.agent_run_ids)
+        stored = Turn(
+            turn.conversation_id,
+            turn.number,
+            turn.agent_run_id,
+            turn.prompt,
+            turn.answer,
+            turn.status,
+            error=turn.error,
+            usage=None if turn.usage.empty else turn.usage.as_json(),
+            agent_run_ids=turn.agent_run_ids,
+        )
         messages = ModelMessagesTypeAdapter.dump_json(turn.messages).decode() if turn.messages is not None else None
         if turn.conversation is None:
             turn.conversation = new_conversation(turn.conversation_id, turn.prompt, self.model_label)
@@ -230,16 +258,26 @@ class Chat:
         sub = Totals()
         for each in usage.values():
             sub.add(Totals.from_json(each))
-        waiting = [{**run_summary(r, short, usage), 'pending': pending_of(self.store.calls(r.run_id),
-                                                                          self.store.decisions(r.run_id))}
-                   for r in runs if r.status == 'waiting']
+        waiting = [
+            {
+                **run_summary(r, short, usage),
+                'pending': pending_of(self.store.calls(r.run_id), self.store.decisions(r.run_id)),
+            }
+            for r in runs
+            if r.status == 'waiting'
+        ]
         return {
-            'conversation_id': turn.conversation_id, 'turn': turn.number, 'status': turn.status,
-            'error': turn.error, 'model': self.model_label,
+            'conversation_id': turn.conversation_id,
+            'turn': turn.number,
+            'status': turn.status,
+            'error': turn.error,
+            'model': self.model_label,
             'runs': [run_summary(r, short, usage) for r in runs],
             'waiting': waiting,
-            'usage': {'orchestrator': None if turn.usage.empty else turn.usage.as_json(),
-                      'sub_agents': None if sub.empty else sub.as_json()},
+            'usage': {
+                'orchestrator': None if turn.usage.empty else turn.usage.as_json(),
+                'sub_agents': None if sub.empty else sub.as_json(),
+            },
         }
 
 

@@ -80,19 +80,31 @@ def runs_page(db: RunStore, *, statuses: Sequence[str] | None, limit: int) -> di
     short, usage = db.short_ids(ids), db.usage(ids)
     counts = db.status_counts()
     # A script the orchestrator wrote is named by the prompt of its turn (a chat turn's runs carry none of their own).
-    prompts = {agent_run_id: turn.prompt for agent_run_id in {r.orchestrator_run_id for r in rows if not r.prompt}
-               if agent_run_id for turn in db.turns(agent_run_id=agent_run_id)[:1]}
+    prompts = {
+        agent_run_id: turn.prompt
+        for agent_run_id in {r.orchestrator_run_id for r in rows if not r.prompt}
+        if agent_run_id
+        for turn in db.turns(agent_run_id=agent_run_id)[:1]
+    }
     return {
-        'runs': [{**run_summary(r, short, usage), 'title': prompt_line(prompts[r.orchestrator_run_id])}
-                 if r.orchestrator_run_id in prompts else run_summary(r, short, usage) for r in rows],
+        'runs': [
+            {**run_summary(r, short, usage), 'title': prompt_line(prompts[r.orchestrator_run_id])}
+            if r.orchestrator_run_id in prompts
+            else run_summary(r, short, usage)
+            for r in rows
+        ],
         'counts': {status: counts.get(status, 0) for status in RUN_STATUSES},
         'total': sum(counts.values()),
     }
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:
-    return {'approved': decision.approved, 'reason': decision.reason, 'decided_by': decision.decided_by,
-            'decided_at': decision.decided_at}
+    return {
+        'approved': decision.approved,
+        'reason': decision.reason,
+        'decided_by': decision.decided_by,
+        'decided_at': decision.decided_at,
+    }
 
 
 def pending_of(calls: Iterable[CallRecord], decided: dict[int, Decision]) -> list[dict[str, Any]]:
@@ -129,17 +141,32 @@ def graph_json(run: RunRow, callees: Iterable[str], calls: Sequence[CallRecord])
     try:
         analysis = analyze(run.script, set(callees) | set(ran_on) | {c.callee for c in calls})
     except SyntaxError as exc:
-        return {'nodes': [], 'edges': [], 'mermaid': '', 'dynamic': [],
-                'error': f'the script does not parse (line {exc.lineno}): nothing to draw'}
+        return {
+            'nodes': [],
+            'edges': [],
+            'mermaid': '',
+            'dynamic': [],
+            'error': f'the script does not parse (line {exc.lineno}): nothing to draw',
+        }
     taken = [(c.callee, c.line) for c in calls]
     path = analysis.path(taken)
     visited = {node for edge in path for node in edge}
     return {
-        'nodes': [{'id': f'n{i}', 'callee': site.callee, 'line': site.line, 'in_loop': site.in_loop,
-                   'in_gather': site.in_gather, 'in_except': site.in_except, 'taken': f'n{i}' in visited}
-                  for i, site in enumerate(analysis.nodes)],
-        'edges': [{'from': src, 'to': dst, 'kind': kind, 'taken': (src, dst) in path}
-                  for src, dst, kind in analysis.flow],  # the flow as written (not the over-approximation)
+        'nodes': [
+            {
+                'id': f'n{i}',
+                'callee': site.callee,
+                'line': site.line,
+                'in_loop': site.in_loop,
+                'in_gather': site.in_gather,
+                'in_except': site.in_except,
+                'taken': f'n{i}' in visited,
+            }
+            for i, site in enumerate(analysis.nodes)
+        ],
+        'edges': [
+            {'from': src, 'to': dst, 'kind': kind, 'taken': (src, dst) in path} for src, dst, kind in analysis.flow
+        ],  # the flow as written (not the over-approximation)
         'dynamic': [{'callee': site.callee, 'line': site.line} for site in analysis.dynamic],
         'mermaid': analysis.mermaid(taken=taken),
         'error': None,
@@ -149,9 +176,18 @@ def graph_json(run: RunRow, callees: Iterable[str], calls: Sequence[CallRecord])
 def turn_json(turn: Turn | None) -> dict[str, Any] | None:
     if turn is None:
         return None
-    return {'conversation_id': turn.conversation_id, 'turn': turn.turn, 'agent_run_id': turn.agent_run_id,
-            'prompt': turn.prompt, 'answer': turn.answer, 'status': turn.status, 'error': turn.error,
-            'usage': turn.usage, 'trace_id': turn.trace_id, 'created': turn.created}
+    return {
+        'conversation_id': turn.conversation_id,
+        'turn': turn.turn,
+        'agent_run_id': turn.agent_run_id,
+        'prompt': turn.prompt,
+        'answer': turn.answer,
+        'status': turn.status,
+        'error': turn.error,
+        'usage': turn.usage,
+        'trace_id': turn.trace_id,
+        'created': turn.created,
+    }
 
 
 def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any]:
@@ -163,8 +199,9 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
     turn = turn_of(db, run)
     siblings = siblings_of(db, run, turn)
     forks = db.forks_of(run.run_id)
-    related = [run, *siblings, *forks] + ([parent] if run.parent_run_id and (parent := db.get_run(run.parent_run_id))
-                                          else [])
+    related = [run, *siblings, *forks] + (
+        [parent] if run.parent_run_id and (parent := db.get_run(run.parent_run_id)) else []
+    )
     ids = list(dict.fromkeys(r.run_id for r in related))
     short, usage = db.short_ids(ids), db.usage(ids)
     pending = pending_of(calls, decided)
@@ -176,16 +213,22 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
         'access': run.access,
         'parent_short_id': short.get(run.parent_run_id) if run.parent_run_id else None,
         'calls_count': run.calls_count,
-        'calls': [{**call_json(c, exceptions.get(c.seq)),
-                   'decision': decision_json(decided[c.seq]) if c.seq in decided else None} for c in calls],
+        'calls': [
+            {
+                **call_json(c, exceptions.get(c.seq)),
+                'decision': decision_json(decided[c.seq]) if c.seq in decided else None,
+            }
+            for c in calls
+        ],
         'progress': progress_entries(calls),
         'progress_dropped': progress_dropped(calls),
         'pending': pending,
         'spans': [span_json(root) for root in build_tree(spans)],
         'graph': graph_json(run, callees, calls),
         'turn': turn_json(turn),
-        'siblings': [run_summary(r, short, usage) for r in sorted(siblings, key=lambda r: r.created)
-                     if r.run_id != run.run_id],
+        'siblings': [
+            run_summary(r, short, usage) for r in sorted(siblings, key=lambda r: r.created) if r.run_id != run.run_id
+        ],
         'forks': [run_summary(r, short, usage) for r in forks],
         'snapshots': db.snapshot_positions(run.run_id),
         'actions': {
@@ -200,10 +243,17 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
 def call_line(call: CallRecord) -> dict[str, Any]:
     """A call as the chat shows it live: the call as the script wrote it and its result, each cut as the
     terminal cuts them (the run page has them whole); a `log`/`phase` row has its `progress`."""
-    return {'seq': call.seq, 'callee': call.callee, 'text': call_text(call.callee, call.arguments),
-            'status': call.status, 'duration': call.duration, 'source': call.source, 'error': call.error,
-            'result': cut(literal(call.result), RESULT_CHARS) if call.status == 'ok' else None,
-            'progress': progress_json(call)}
+    return {
+        'seq': call.seq,
+        'callee': call.callee,
+        'text': call_text(call.callee, call.arguments),
+        'status': call.status,
+        'duration': call.duration,
+        'source': call.source,
+        'error': call.error,
+        'result': cut(literal(call.result), RESULT_CHARS) if call.status == 'ok' else None,
+        'progress': progress_json(call),
+    }
 
 
 def progress_json(call: CallRecord) -> dict[str, Any] | None:
@@ -216,8 +266,12 @@ def progress_json(call: CallRecord) -> dict[str, Any] | None:
 
 def run_entry(db: RunStore, run: RunRow, short: dict[str, str], usage: dict[str, dict[str, Any]]) -> dict[str, Any]:
     calls = db.calls(run.run_id)
-    return {**run_summary(run, short, usage), 'script': run.script, 'calls_made': [call_line(c) for c in calls],
-            'pending': pending_of(calls, db.decisions(run.run_id)) if run.status == 'waiting' else []}
+    return {
+        **run_summary(run, short, usage),
+        'script': run.script,
+        'calls_made': [call_line(c) for c in calls],
+        'pending': pending_of(calls, db.decisions(run.run_id)) if run.status == 'waiting' else [],
+    }
 
 
 def conversation_page(db: RunStore, conversation: dict[str, Any], turns: Sequence[Turn]) -> dict[str, Any]:
@@ -228,8 +282,5 @@ def conversation_page(db: RunStore, conversation: dict[str, Any], turns: Sequenc
         runs = runs_of_turn(db, turn_agent_runs(turn))
         ids = [r.run_id for r in runs]
         short, usage = db.short_ids(ids), db.usage(ids)
-        out.append({
-            **(turn_json(turn) or {}),
-            'runs': [run_entry(db, r, short, usage) for r in runs],
-        })
+        out.append({**(turn_json(turn) or {}), 'runs': [run_entry(db, r, short, usage) for r in runs]})
     return {**conversation, 'turns': out}

@@ -118,7 +118,7 @@ class ScriptWorkflow:
             # A local activity: the advance runs on the worker that runs this workflow task, with no round
             # trip through the server (a worker that dies mid-advance fails the task; another replays it).
             step: Advanced = await workflow.execute_local_activity(
-                ADVANCE, start, result_type=Advanced, start_to_close_timeout=ADVANCE_TIMEOUT, retry_policy=STEP_RETRY,
+                ADVANCE, start, result_type=Advanced, start_to_close_timeout=ADVANCE_TIMEOUT, retry_policy=STEP_RETRY
             )
             if step.printed:
                 start.printed.append(step.printed)
@@ -133,10 +133,16 @@ class ScriptWorkflow:
                 if call.seq in finished:
                     fresh = True  # its result was journaled after the advance read the journal
                 elif call.seq not in in_flight:
-                    in_flight[call.seq] = asyncio.ensure_future(workflow.execute_activity(
-                        CALL, call, task_queue=start.queues.get(callee), start_to_close_timeout=CALL_TIMEOUT,
-                        heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=STEP_RETRY,
-                    ))
+                    in_flight[call.seq] = asyncio.ensure_future(
+                        workflow.execute_activity(
+                            CALL,
+                            call,
+                            task_queue=start.queues.get(callee),
+                            start_to_close_timeout=CALL_TIMEOUT,
+                            heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                            retry_policy=STEP_RETRY,
+                        )
+                    )
             seen = len(self.decisions)
             if not fresh:
                 if not in_flight and not step.approvals:

@@ -64,8 +64,17 @@ class TemporalHost(Protocol):
 
     def new_scope(self, **kwargs: Any) -> RunScope: ...
 
-    async def start_run(self, run_id: str, code: str, inputs: dict[str, Any] | None, scope: RunScope, access: Access,
-                        *, starter: Starter | None = None, spent: Iterable[CallRecord] = ()) -> WorkflowResult: ...
+    async def start_run(
+        self,
+        run_id: str,
+        code: str,
+        inputs: dict[str, Any] | None,
+        scope: RunScope,
+        access: Access,
+        *,
+        starter: Starter | None = None,
+        spent: Iterable[CallRecord] = (),
+    ) -> WorkflowResult: ...
 
     async def advance(self, run_id: str, *, starter: Starter) -> WorkflowResult: ...
 
@@ -119,11 +128,21 @@ class Steps:
         async with heartbeating():
             try:
                 if store.get_run(start.run_id) is None:
-                    scope = h.new_scope(prompt=start.prompt, orchestrator_run_id=start.orchestrator_run_id,
-                                        conversation_id=start.conversation_id, seen=frozenset(start.seen))
-                    result = await h.start_run(start.run_id, start.code, start.inputs, scope,
-                                               Access.from_json(start.access), starter=Activities(),
-                                               spent=spent_elsewhere(store, start.orchestrator_run_id))
+                    scope = h.new_scope(
+                        prompt=start.prompt,
+                        orchestrator_run_id=start.orchestrator_run_id,
+                        conversation_id=start.conversation_id,
+                        seen=frozenset(start.seen),
+                    )
+                    result = await h.start_run(
+                        start.run_id,
+                        start.code,
+                        start.inputs,
+                        scope,
+                        Access.from_json(start.access),
+                        starter=Activities(),
+                        spent=spent_elsewhere(store, start.orchestrator_run_id),
+                    )
                 else:
                     result = await h.advance(start.run_id, starter=Activities())
             except (SandboxCrashed, RunBusy):
@@ -131,18 +150,24 @@ class Steps:
             except StoreError as exc:
                 raise unusable_store(exc) from None
             except WorkflowError as exc:
-                completed = [{'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments, 'result': c.result}
-                             for c in exc.completed]
-                return Advanced('failed', error=exc.message, error_type=type(exc).__name__, printed=exc.printed,
-                                completed=completed)
+                completed = [
+                    {'seq': c.seq, 'callee': c.callee, 'arguments': c.arguments, 'result': c.result}
+                    for c in exc.completed
+                ]
+                return Advanced(
+                    'failed', error=exc.message, error_type=type(exc).__name__, printed=exc.printed, completed=completed
+                )
         if result.status != 'waiting':
             return Advanced(result.status, value=result.value, printed=result.printed)
         held = [p.seq for p in result.waiting or []]
         rows = {c.seq: c for c in result.calls}
         calls = [rows[seq] for seq in held if rows[seq].status == 'running']
         return Advanced(
-            'waiting', calls=[CallTask(start.run_id, c.seq) for c in calls], callees=[c.callee for c in calls],
-            approvals=[seq for seq in held if rows[seq].status == 'waiting'], printed=result.printed,
+            'waiting',
+            calls=[CallTask(start.run_id, c.seq) for c in calls],
+            callees=[c.callee for c in calls],
+            approvals=[seq for seq in held if rows[seq].status == 'waiting'],
+            printed=result.printed,
             wake_at=next_deadline(result.calls),
         )
 
@@ -154,15 +179,21 @@ class Steps:
         run = store.get_run(task.run_id)
         record = store.call(task.run_id, task.seq) if run else None
         if run is None or record is None:
-            raise ApplicationError(f'run {task.run_id} has no call #{task.seq} in this worker\'s store: the workers '
-                                   'and the client need the same run store (--store)', type='StoreMismatch',
-                                   non_retryable=True)
+            raise ApplicationError(
+                f"run {task.run_id} has no call #{task.seq} in this worker's store: the workers "
+                'and the client need the same run store (--store)',
+                type='StoreMismatch',
+                non_retryable=True,
+            )
         if record.status != 'running':
             return record.status  # already run (a retry after its result was journaled) or cancelled
         callee = h.callees.get(record.callee)
         if callee is None:
-            raise ApplicationError(f'this worker has no callee {record.callee!r}: every worker needs the same catalog '
-                                   '(--agents)', type='CatalogMismatch', non_retryable=True)
+            raise ApplicationError(
+                f'this worker has no callee {record.callee!r}: every worker needs the same catalog (--agents)',
+                type='CatalogMismatch',
+                non_retryable=True,
+            )
         journal = Journal(store, task.run_id)
         try:
             async with heartbeating():
@@ -191,16 +222,25 @@ def spent_elsewhere(store: RunStore, orchestrator_run_id: str | None) -> list[Ca
 def shared_store(harness: TemporalHost) -> RunStore:
     """The run store this worker shares with the client; a worker without one cannot take any step."""
     if harness.store is None:
-        raise ApplicationError('this worker\'s Harness has no run store (store=None): the workers and the client '
-                               'need the same store', type='StoreMismatch', non_retryable=True)
+        raise ApplicationError(
+            "this worker's Harness has no run store (store=None): the workers and the client need the same store",
+            type='StoreMismatch',
+            non_retryable=True,
+        )
     return harness.store
 
 
 def next_deadline(calls: list[CallRecord]) -> float | None:
     """The earliest `within` deadline (journaled, absolute) of a call still running: the run must advance
     then even if no call finishes, so the script gets its `TimeoutError`."""
-    dues = [float(c.result) for c in calls if c.callee == 'join:deadline' and isinstance(c.result, int | float)
-            and isinstance(member := c.arguments.get('member'), int) and calls[member - 1].status == 'running']
+    dues = [
+        float(c.result)
+        for c in calls
+        if c.callee == 'join:deadline'
+        and isinstance(c.result, int | float)
+        and isinstance(member := c.arguments.get('member'), int)
+        and calls[member - 1].status == 'running'
+    ]
     return min(dues, default=None)
 
 
@@ -219,8 +259,9 @@ async def connect(address: str) -> Client:
     clients = _clients.setdefault(asyncio.get_running_loop(), {})
     if address not in clients:
         try:
-            clients[address] = await Client.connect(address, interceptors=[TracingInterceptor()],
-                                                    plugins=[PydanticAIPlugin()])
+            clients[address] = await Client.connect(
+                address, interceptors=[TracingInterceptor()], plugins=[PydanticAIPlugin()]
+            )
         except RuntimeError:
             raise WorkflowError(
                 f'Cannot reach a Temporal server at {address}. Start one with `harness temporal-dev`, or point '
@@ -230,7 +271,11 @@ async def connect(address: str) -> Client:
 
 
 def worker(
-    harness: TemporalHost, client: Client, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None,
+    harness: TemporalHost,
+    client: Client,
+    task_queue: str,
+    *,
+    orchestrator: Agent[Any, Any] | None = None,
     **options: Any,
 ) -> Worker:
     """A worker that runs scripts' workflows and the catalog's calls from `task_queue`; with `orchestrator`
@@ -245,8 +290,15 @@ def worker(
         ORCHESTRATORS[orchestrator.name or 'orchestrator'] = orchestrator
         workflows.append(ConversationWorkflow)
         plugins.append(AgentPlugin(orchestrator))
-    return Worker(client, task_queue=task_queue, workflows=workflows, activities=[steps.advance, steps.call],
-                  workflow_runner=runner, plugins=plugins, **options)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=workflows,
+        activities=[steps.advance, steps.call],
+        workflow_runner=runner,
+        plugins=plugins,
+        **options,
+    )
 
 
 class Conversation:
@@ -262,8 +314,10 @@ class Conversation:
         """One turn: the orchestrator's answer to `prompt`, given the conversation so far."""
         client = await connect(self.address)
         handle = await client.start_workflow(
-            ConversationWorkflow.run, ConversationStart(self.conversation_id),
-            id=conversation_workflow_id(self.conversation_id), task_queue=self.task_queue,
+            ConversationWorkflow.run,
+            ConversationStart(self.conversation_id),
+            id=conversation_workflow_id(self.conversation_id),
+            task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
         return await handle.execute_update('ask', prompt, result_type=str)
@@ -283,7 +337,11 @@ class Conversation:
 
 
 async def serve(
-    harness: TemporalHost, address: str, task_queue: str, *, orchestrator: Agent[Any, Any] | None = None,
+    harness: TemporalHost,
+    address: str,
+    task_queue: str,
+    *,
+    orchestrator: Agent[Any, Any] | None = None,
     ready: Callable[[], None] | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM; then it stops taking work and finishes what it holds."""
@@ -292,8 +350,9 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with worker(harness, client, task_queue, orchestrator=orchestrator,
-                      graceful_shutdown_timeout=timedelta(seconds=10)):
+    async with worker(
+        harness, client, task_queue, orchestrator=orchestrator, graceful_shutdown_timeout=timedelta(seconds=10)
+    ):
         if ready is not None:
             ready()
         await stop.wait()
@@ -308,13 +367,22 @@ async def run_on_temporal(
     `TemporalDurability`), the script is a child workflow of the orchestrator's, and nothing here
     touches the store: workflow code must stay deterministic.
     """
-    start = ScriptStart(run_id='', code=code, inputs=inputs, access=access.to_json(), prompt=scope.prompt,
-                        orchestrator_run_id=scope.orchestrator_run_id, conversation_id=scope.conversation_id,
-                        seen=sorted(scope.seen), queues=dict(harness.task_queues))
+    start = ScriptStart(
+        run_id='',
+        code=code,
+        inputs=inputs,
+        access=access.to_json(),
+        prompt=scope.prompt,
+        orchestrator_run_id=scope.orchestrator_run_id,
+        conversation_id=scope.conversation_id,
+        seen=sorted(scope.seen),
+        queues=dict(harness.task_queues),
+    )
     if workflow.in_workflow():
         start.run_id = workflow.uuid4().hex[:24]
-        out = await workflow.execute_child_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
-                                                    task_queue=harness.task_queue)
+        out = await workflow.execute_child_workflow(
+            ScriptWorkflow.run, start, id=workflow_id(start.run_id), task_queue=harness.task_queue
+        )
         return ended(out, start.run_id, [])
     store = harness.store
     if store is None:
@@ -323,8 +391,9 @@ async def run_on_temporal(
     client = await connect(harness.temporal)
     start.run_id = new_run_id()
     try:
-        out = await client.execute_workflow(ScriptWorkflow.run, start, id=workflow_id(start.run_id),
-                                            task_queue=harness.task_queue)
+        out = await client.execute_workflow(
+            ScriptWorkflow.run, start, id=workflow_id(start.run_id), task_queue=harness.task_queue
+        )
     except WorkflowFailureError as exc:
         raise failed_on_temporal(exc, start.run_id) from None
     return ended(out, start.run_id, store.calls(start.run_id))
@@ -337,8 +406,11 @@ def failed_on_temporal(exc: WorkflowFailureError, run_id: str) -> WorkflowError:
     while cause is not None and cause.__cause__ is not None and not isinstance(cause, ApplicationError):
         cause = cause.__cause__
     kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
-    return WorkflowError(f'The run failed on the Temporal workers ({kind}), not in the script; the workers\' '
-                         'log says why. Nothing more will run.', run_id=run_id)
+    return WorkflowError(
+        f"The run failed on the Temporal workers ({kind}), not in the script; the workers' "
+        'log says why. Nothing more will run.',
+        run_id=run_id,
+    )
 
 
 def ended(out: Advanced, run_id: str, calls: list[CallRecord]) -> WorkflowResult:
@@ -347,8 +419,12 @@ def ended(out: Advanced, run_id: str, calls: list[CallRecord]) -> WorkflowResult
         return WorkflowResult(value=out.value, run_id=run_id, status='completed', calls=calls, printed=out.printed)
     error = raised_as(out.error_type)(out.error or 'the script failed')
     error.run_id, error.printed = run_id, out.printed
-    error.completed = [CallRecord(seq=c['seq'], callee=c['callee'], arguments=c['arguments'], line=None, status='ok',
-                                  result=c['result']) for c in out.completed]
+    error.completed = [
+        CallRecord(
+            seq=c['seq'], callee=c['callee'], arguments=c['arguments'], line=None, status='ok', result=c['result']
+        )
+        for c in out.completed
+    ]
     raise error
 
 

@@ -98,9 +98,7 @@ class RunSpanRecorder(SpanProcessor):
     `max_spans_per_run` spans per run (later ones are counted in `dropped`). Thread-safe.
     """
 
-    def __init__(
-        self, *, max_runs: int = 256, max_spans_per_run: int = 10_000, value_limit: int = 500
-    ) -> None:
+    def __init__(self, *, max_runs: int = 256, max_spans_per_run: int = 10_000, value_limit: int = 500) -> None:
         self.max_runs = max_runs
         self.max_spans_per_run = max_spans_per_run
         self.value_limit = value_limit
@@ -369,11 +367,13 @@ def _exceptions(span: ReadableSpan) -> list[dict[str, str]]:
         stacktrace = str(event.attributes.get('exception.stacktrace', ''))
         if len(stacktrace) > STACKTRACE_CHARS:
             stacktrace = '…' + stacktrace[-STACKTRACE_CHARS:]
-        found.append({
-            'type': str(event.attributes.get('exception.type', '')),
-            'message': str(event.attributes.get('exception.message', '')),
-            'stacktrace': stacktrace,
-        })
+        found.append(
+            {
+                'type': str(event.attributes.get('exception.type', '')),
+                'message': str(event.attributes.get('exception.message', '')),
+                'stacktrace': stacktrace,
+            }
+        )
     return found
 
 

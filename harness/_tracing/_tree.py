@@ -192,8 +192,10 @@ def _details(span: SpanDict, attrs: Mapping[str, Any], limit: int | None = PREVI
 
 def usage_text(attrs: Mapping[str, Any]) -> str:
     """`sub-agents: tokens in=… out=… cost=$…` from a run span's `harness.usage.*` totals."""
-    text = (f'sub-agents: tokens in={_or_unknown(attrs.get(ATTR_USAGE_INPUT_TOKENS))} '
-            f'out={_or_unknown(attrs.get(ATTR_USAGE_OUTPUT_TOKENS))}')
+    text = (
+        f'sub-agents: tokens in={_or_unknown(attrs.get(ATTR_USAGE_INPUT_TOKENS))} '
+        f'out={_or_unknown(attrs.get(ATTR_USAGE_OUTPUT_TOKENS))}'
+    )
     cost = attrs.get(ATTR_USAGE_COST)
     return text + (f' cost=${float(cost):.4f}' if cost is not None else '')
 

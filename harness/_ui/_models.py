@@ -67,16 +67,22 @@ def served_model(base_url: str, api_key: str) -> str:
     url = base_url.rstrip('/') + '/models'
     names = model_names(fetch_json(url, api_key, base_url))
     if names is None:
-        raise ModelError(f'{url} did not answer with a list of models: set HARNESS_MODEL to the name of the model '
-                         'to use at HARNESS_BASE_URL.')
+        raise ModelError(
+            f'{url} did not answer with a list of models: set HARNESS_MODEL to the name of the model '
+            'to use at HARNESS_BASE_URL.'
+        )
     if len(names) == 1:
         return names[0]
     if not names:
-        raise ModelError(f'the server at {base_url} serves no model: load one (e.g. `ollama pull llama3.2`), or set '
-                         'HARNESS_MODEL to the name of the model to use.')
+        raise ModelError(
+            f'the server at {base_url} serves no model: load one (e.g. `ollama pull llama3.2`), or set '
+            'HARNESS_MODEL to the name of the model to use.'
+        )
     shown = ', '.join(names[:MODELS_SHOWN]) + (', ...' if len(names) > MODELS_SHOWN else '')
-    raise ModelError(f'the server at {base_url} serves {len(names)} models ({shown}): set HARNESS_MODEL (or --model) '
-                     'to the one to use.')
+    raise ModelError(
+        f'the server at {base_url} serves {len(names)} models ({shown}): set HARNESS_MODEL (or --model) '
+        'to the one to use.'
+    )
 
 
 def fetch_json(url: str, api_key: str, base_url: str) -> Any:
@@ -86,25 +92,34 @@ def fetch_json(url: str, api_key: str, base_url: str) -> Any:
     import urllib.request
 
     if not url.startswith(('http://', 'https://')):
-        raise ModelError(f'HARNESS_BASE_URL {base_url!r} is not an http(s) URL: name the server\'s OpenAI API, e.g. '
-                         'http://127.0.0.1:11434/v1 for Ollama.')
+        raise ModelError(
+            f"HARNESS_BASE_URL {base_url!r} is not an http(s) URL: name the server's OpenAI API, e.g. "
+            'http://127.0.0.1:11434/v1 for Ollama.'
+        )
     request = urllib.request.Request(url, headers={'Authorization': f'Bearer {api_key}', 'Accept': 'application/json'})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.load(response)
     except urllib.error.HTTPError as exc:
-        raise ModelError(f'{url} answered HTTP {exc.code}: set HARNESS_MODEL to the name of the model to use at '
-                         'HARNESS_BASE_URL.') from None
+        raise ModelError(
+            f'{url} answered HTTP {exc.code}: set HARNESS_MODEL to the name of the model to use at HARNESS_BASE_URL.'
+        ) from None
     except urllib.error.URLError as exc:  # refused, unknown host
         reason = getattr(exc.reason, 'strerror', None) or exc.reason
-        raise ModelError(f'cannot reach the model server at {base_url} (HARNESS_BASE_URL): {reason}. Start it '
-                         '(e.g. `ollama serve`), or point HARNESS_BASE_URL at it.') from None
+        raise ModelError(
+            f'cannot reach the model server at {base_url} (HARNESS_BASE_URL): {reason}. Start it '
+            '(e.g. `ollama serve`), or point HARNESS_BASE_URL at it.'
+        ) from None
     except TimeoutError:
-        raise ModelError(f'the model server at {base_url} (HARNESS_BASE_URL) did not answer within 10 s: is it '
-                         'running? Or set HARNESS_MODEL to the name of the model to use.') from None
+        raise ModelError(
+            f'the model server at {base_url} (HARNESS_BASE_URL) did not answer within 10 s: is it '
+            'running? Or set HARNESS_MODEL to the name of the model to use.'
+        ) from None
     except ValueError:  # not JSON: something else answers there
-        raise ModelError(f'{url} did not answer with JSON: HARNESS_BASE_URL must be the server\'s OpenAI API, e.g. '
-                         'http://127.0.0.1:11434/v1 (or set HARNESS_MODEL).') from None
+        raise ModelError(
+            f"{url} did not answer with JSON: HARNESS_BASE_URL must be the server's OpenAI API, e.g. "
+            'http://127.0.0.1:11434/v1 (or set HARNESS_MODEL).'
+        ) from None
 
 
 def model_names(listing: Any) -> list[str] | None:

@@ -34,24 +34,50 @@ def trace_spans(db: RunStore, run: RunRow) -> list[SpanDict]:
 
 def call_json(call: CallRecord, exceptions: list[dict[str, str]] | None = None) -> dict[str, Any]:
     return {
-        'seq': call.seq, 'callee': call.callee, 'arguments': call.arguments, 'line': call.line,
-        'status': call.status, 'result': call.result, 'error': call.error, 'started': call.started,
-        'duration': call.duration, 'attempt': call.attempt, 'source': call.source, 'side_effect': call.side_effect,
+        'seq': call.seq,
+        'callee': call.callee,
+        'arguments': call.arguments,
+        'line': call.line,
+        'status': call.status,
+        'result': call.result,
+        'error': call.error,
+        'started': call.started,
+        'duration': call.duration,
+        'attempt': call.attempt,
+        'source': call.source,
+        'side_effect': call.side_effect,
         'exceptions': exceptions or [],
     }
 
 
-def show_json(run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict], usage: dict[str, Any] | None,
-              turn: Turn | None) -> dict[str, Any]:
+def show_json(
+    run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict], usage: dict[str, Any] | None, turn: Turn | None
+) -> dict[str, Any]:
     exceptions = exceptions_by_seq(spans)
     return {
-        'run_id': run.run_id, 'status': run.status, 'created': run.created, 'duration': run.duration,
-        'prompt': run.prompt, 'script': run.script, 'inputs': run.inputs, 'value': run.value, 'error': run.error,
-        'parent_run_id': run.parent_run_id, 'fork_at': run.fork_at, 'orchestrator_run_id': run.orchestrator_run_id,
+        'run_id': run.run_id,
+        'status': run.status,
+        'created': run.created,
+        'duration': run.duration,
+        'prompt': run.prompt,
+        'script': run.script,
+        'inputs': run.inputs,
+        'value': run.value,
+        'error': run.error,
+        'parent_run_id': run.parent_run_id,
+        'fork_at': run.fork_at,
+        'orchestrator_run_id': run.orchestrator_run_id,
         'usage': usage,
-        'turn': None if turn is None else {
-            'conversation_id': turn.conversation_id, 'turn': turn.turn, 'prompt': turn.prompt,
-            'answer': turn.answer, 'status': turn.status, 'usage': turn.usage, 'trace_id': turn.trace_id,
+        'turn': None
+        if turn is None
+        else {
+            'conversation_id': turn.conversation_id,
+            'turn': turn.turn,
+            'prompt': turn.prompt,
+            'answer': turn.answer,
+            'status': turn.status,
+            'usage': turn.usage,
+            'trace_id': turn.trace_id,
         },
         'calls': [call_json(c, exceptions.get(c.seq)) for c in calls],
         'progress': progress_entries(calls),
@@ -62,8 +88,11 @@ def show_json(run: RunRow, calls: Sequence[CallRecord], spans: Sequence[SpanDict
 def runs_of_turn(db: RunStore, agent_run_ids: Iterable[str | None]) -> list[RunRow]:
     """The workflow runs of one orchestrator turn, oldest first: the scripts of each of its agent runs (one more
     agent run each time the turn went on after approvals; its scripts carry that run's id)."""
-    found = {r.run_id: r for agent_run_id in dict.fromkeys(a for a in agent_run_ids if a)
-             for r in db.list_runs(1_000, orchestrator_run_id=agent_run_id)}
+    found = {
+        r.run_id: r
+        for agent_run_id in dict.fromkeys(a for a in agent_run_ids if a)
+        for r in db.list_runs(1_000, orchestrator_run_id=agent_run_id)
+    }
     return sorted(found.values(), key=lambda r: r.created)
 
 

@@ -14,8 +14,9 @@ def new_conversation(conversation_id: str, prompt: str, model_label: str) -> Con
     return Conversation(conversation_id, now, now, title, model_label, '[]')
 
 
-def record_turn(store: RunStore, conversation: Conversation, turn: Turn, *, model_label: str,
-                messages_json: str | None) -> None:
+def record_turn(
+    store: RunStore, conversation: Conversation, turn: Turn, *, model_label: str, messages_json: str | None
+) -> None:
     """Store one orchestrator turn and its conversation, whose messages are replaced only when the turn produced
     them (`messages_json`). Raises `StoreError` when the store cannot take it (the conversation is kept by the
     caller either way, so the next turn continues it)."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from harness import CallEvent, Harness, WorkflowError
 
-SCRIPT = '''\
+SCRIPT = """\
 import asyncio
 total = 0
 for r in range(10):
@@ -43,14 +43,18 @@ for r in range(10):
     total += a + b + c
 receipt = await charge(amount=total)
 [total, receipt]
-'''
+"""
 EXPECTED = [sum(i * i for i in range(30)), 'charged 8555']
 CALLS = 31
 """Calls per run: seq 1..30 are `slow(i=seq - 1)`, seq 31 is `charge`."""
 
 
 def build(
-    store: str, markers: Path, *, hang_seq: int | None = None, on_hang: Callable[[], None] | None = None,
+    store: str,
+    markers: Path,
+    *,
+    hang_seq: int | None = None,
+    on_hang: Callable[[], None] | None = None,
     timed: bool = False,
 ) -> Harness:
     """The crash tests' catalog. `hang_seq`: that call's callee, once it has left its marker, calls

@@ -69,8 +69,11 @@ def model() -> FunctionModel:
             if isinstance(part, TextPart):
                 yield part.content
             elif isinstance(part, ToolCallPart):
-                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
-                                        tool_call_id=part.tool_call_id)}
+                yield {
+                    0: DeltaToolCall(
+                        name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                    )
+                }
 
     return FunctionModel(respond, stream_function=stream, model_name='scripted')
 

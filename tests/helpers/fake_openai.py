@@ -77,12 +77,22 @@ class FakeOpenAI:
                 message: dict[str, Any] = {'role': 'assistant', 'content': ''.join(turn.chunks) or None}
                 if turn.script is not None:
                     message['tool_calls'] = [tool_call(turn.script)]
-                payload = json.dumps({
-                    'id': 'chatcmpl-1', 'object': 'chat.completion', 'created': int(time.time()), 'model': MODEL,
-                    'choices': [{'index': 0, 'message': message,
-                                 'finish_reason': 'tool_calls' if turn.script is not None else 'stop'}],
-                    'usage': usage(turn),
-                }).encode()
+                payload = json.dumps(
+                    {
+                        'id': 'chatcmpl-1',
+                        'object': 'chat.completion',
+                        'created': int(time.time()),
+                        'model': MODEL,
+                        'choices': [
+                            {
+                                'index': 0,
+                                'message': message,
+                                'finish_reason': 'tool_calls' if turn.script is not None else 'stop',
+                            }
+                        ],
+                        'usage': usage(turn),
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(payload)))
@@ -109,14 +119,29 @@ class FakeOpenAI:
                             gate.wait(60)
                         self.event({'role': 'assistant', 'content': chunk} if i == 0 else {'content': chunk})
                     self.event({}, finish='stop')
-                self.send({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': int(time.time()),
-                           'model': MODEL, 'choices': [], 'usage': usage(turn)})
+                self.send(
+                    {
+                        'id': 'chatcmpl-1',
+                        'object': 'chat.completion.chunk',
+                        'created': int(time.time()),
+                        'model': MODEL,
+                        'choices': [],
+                        'usage': usage(turn),
+                    }
+                )
                 self.write(b'data: [DONE]\n\n')
                 self.write(b'')
 
             def event(self, delta: dict[str, Any], finish: str | None = None) -> None:
-                self.send({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': int(time.time()),
-                           'model': MODEL, 'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})
+                self.send(
+                    {
+                        'id': 'chatcmpl-1',
+                        'object': 'chat.completion.chunk',
+                        'created': int(time.time()),
+                        'model': MODEL,
+                        'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}],
+                    }
+                )
 
             def send(self, data: dict[str, Any]) -> None:
                 self.write(b'data: ' + json.dumps(data).encode() + b'\n\n')
@@ -142,8 +167,11 @@ class FakeOpenAI:
 
 
 def tool_call(script: str) -> dict[str, Any]:
-    return {'id': 'call_1', 'type': 'function',
-            'function': {'name': 'run_workflow', 'arguments': json.dumps({'code': script})}}
+    return {
+        'id': 'call_1',
+        'type': 'function',
+        'function': {'name': 'run_workflow', 'arguments': json.dumps({'code': script})},
+    }
 
 
 def usage(turn: Turn) -> dict[str, int]:

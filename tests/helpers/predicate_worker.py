@@ -58,8 +58,9 @@ RULES = [
     After('check_entitlement', when=lambda result, args: fnmatch(args['ticket_id'], 'T-*')),
     After('check_entitlement', when=lambda result: json.loads(json.dumps(result)) == result),
 ]
-SCRIPT = ('e = await check_entitlement(ticket_id="T-1")\nawait pause_here(i=1)\n'
-          'await issue_refund(ticket_id="T-1", cents=5)')
+SCRIPT = (
+    'e = await check_entitlement(ticket_id="T-1")\nawait pause_here(i=1)\nawait issue_refund(ticket_id="T-1", cents=5)'
+)
 
 
 def build(store: str) -> Harness:

@@ -22,22 +22,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FANOUT = '''\
+FANOUT = """\
 import asyncio
 reviews = await asyncio.gather(
     reviewer(task="review a.py"), reviewer(task="review b.py"), reviewer(task="review c.py")
 )
 await summarizer(task="summarize: " + " | ".join(reviews))
-'''
+"""
 
-SLOW = '''\
+SLOW = """\
 import asyncio
 total = 0
 for r in range(8):
     a, b, c = await asyncio.gather(slow(i=3 * r), slow(i=3 * r + 1), slow(i=3 * r + 2))
     total += a + b + c
 total
-'''
+"""
 SLOW_VALUE = sum(i * i for i in range(24))
 
 
@@ -154,11 +154,13 @@ def main() -> None:
     flush()
     from harness._tracing._setup import configure_tracing
 
-    say(report={
-        'mode': configure_tracing(),  # done already, by the first Harness: this returns what it decided
-        'exporters': span_exporters(),
-        'connections': [a for a in attempts if not a.startswith('AF_UNIX')],
-    })
+    say(
+        report={
+            'mode': configure_tracing(),  # done already, by the first Harness: this returns what it decided
+            'exporters': span_exporters(),
+            'connections': [a for a in attempts if not a.startswith('AF_UNIX')],
+        }
+    )
 
 
 if __name__ == '__main__':

@@ -104,6 +104,7 @@ if __name__ == '__main__':
     kind, store, markers = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     h = build(store, markers, hang=True)
     if kind == 'progress':
+
         def refused(event: Any) -> None:
             if event.kind == 'refused':
                 print(f'ready {event.run_id} running', flush=True)
@@ -114,6 +115,7 @@ if __name__ == '__main__':
         result = h.run_sync(APPROVAL_SCRIPT)
         print(f'ready {result.run_id} {result.status}', flush=True)
     else:
+
         async def stop_inside() -> None:
             task = asyncio.ensure_future(h.run(DEADLINE_SCRIPT))
             while not (markers / 'slow-started').exists():

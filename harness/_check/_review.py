@@ -1,0 +1,99 @@
+"""The review of a script before it runs, as the `Harness` facade offers it: the type check, the static analysis,
+strict mode's refusals and the worst-case estimate, over the Harness's catalog and settings.
+
+The facade is a `Review` (as it is a `Registry` and `Approvals`): the work is in `_checker`, `_analysis`,
+`_audit` and `_estimate`; this only puts them together. Nothing here runs a callee or writes the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
+
+from pydantic_ai.usage import UsageLimits
+
+from .._catalog._registry import Registry
+from .._catalog._rules import Access
+from .._catalog._stubs import render_inputs
+from .._errors import WorkflowTypeError
+from .._sandbox._values import NotPlainData, plain
+from ._analysis import Analysis, analyze
+from ._audit import unguarded_reach
+from ._checker import Checker, CheckReport
+from ._estimate import Estimate, estimate
+
+T = TypeVar('T')
+
+
+def script_text(code: str) -> None:
+    """A script must be text the sandbox, the checker and the store can all hold."""
+    try:
+        plain(code)
+    except NotPlainData as exc:
+        raise WorkflowTypeError(f'The script is not valid text: it holds {exc.type_name}. Nothing ran.') from None
+
+
+class Review(Registry):
+    """`check`, `analyze` and `estimate` of a Harness (declared attributes are the Harness's settings)."""
+
+    _checker: Checker
+    strict: bool
+    type_check: bool
+    allow_unguarded: frozenset[str]
+    sub_agent_usage_limits: UsageLimits | None
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Declared here, defined by the Harness this is part of."""
+        raise TypeError('Review is a part of a Harness, which defines _sync')
+
+    async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
+        """Type check `code` against the catalog without running any of it, then check it against the
+        catalog's rules (`warnings`; errors with `strict=True`); an ok report has its worst case (`estimate`)."""
+        script_text(code)
+        report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
+        if not report.ok:
+            return report
+        analysis = self.analyze(code)
+        found = analysis.findings  # strict: no path may break a rule, every call is accounted for
+        if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
+            return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
+        return dataclasses.replace(report, warnings=found, estimate=self.estimate_of(analysis))
+
+    def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
+        """Blocking twin of `acheck`; usable from sync and async code."""
+        return self._sync(self.acheck(code, inputs=inputs))
+
+    def analyze(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Analysis:
+        """What `code` can do, before anything runs: every call it can make, where, and the rules
+        some path of it can break (an upper bound; see `Analysis`). Raises `SyntaxError` if it does
+        not parse."""
+        self.stubs()  # validates the rules
+        return analyze(
+            code,
+            self._callees,
+            requires={name: c.requires for name, c in self._callees.items() if c.requires},
+            side_effects=[name for name, c in self._callees.items() if c.side_effect],
+            access=Access.of(allow, deny),
+        )
+
+    def _rule_errors(self, code: str, access: Access) -> list[str]:
+        """Strict mode's refusals of a script about to run under `access` (none without strict or the type check)."""
+        if not (self.strict and self.type_check):
+            return []
+        try:
+            analysis = self.analyze(code, allow=access.allow, deny=access.deny)
+        except SyntaxError:
+            return []  # the type check reports it, with ty's message
+        return [*analysis.findings, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
+
+    def estimate(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Estimate:
+        """The most `code` can call and cost, before anything runs: per callee the analysis' bound times the
+        most one call costs (`cost=`, else a sub-agent's model price times `sub_agent_usage_limits`; host tools
+        nothing). `cost_usd` is None when something is unbounded or unpriced. Raises `SyntaxError` if it does
+        not parse."""
+        return self.estimate_of(self.analyze(code, allow=allow, deny=deny), Access.of(allow, deny))
+
+    def estimate_of(self, analysis: Analysis, access: Access | None = None) -> Estimate:
+        """The estimate of a script already analysed."""
+        return estimate(analysis, self._callees, self.sub_agent_usage_limits, access)
