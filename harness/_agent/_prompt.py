@@ -41,7 +41,8 @@ How scripts work (Monty, a sandboxed subset of Python):
   script is going; they cost nothing. Async helper functions, loops, comprehensions, try/except and f-strings work.
 - Importable: {importable}.
 - No filesystem, network, environment, clock or OS randomness: get data from the functions below.
-  No class inheritance, no generators (`yield`), no `async with`.
+  No classes with methods, no generators (`yield`), no `async with`, no eval/exec/locals(), no getattr
+  by a computed name, and never reuse a function's name below for something else: call it directly.
 - The script is type-checked against the stubs before it runs (nothing runs if it fails), and the
   checker is stricter than Python: `d.get(k)` may be None (write `d.get(k, 0)` or `d[k]`); a sort or
   max key must return one type (`key=lambda k: d[k]`, not `key=d.get`); a dict literal mixing value
