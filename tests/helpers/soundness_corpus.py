@@ -1,0 +1,652 @@
+"""The differential corpus of `tests/test_analysis_soundness.py`: a refund/email catalog of instant host tools,
+hand-written adversarial scripts, and a small random grammar of generated ones.
+
+Every script reads three inputs (`n: int`, `flag: bool`, `t: str`), so one script takes different paths
+under the input sets of `INPUTS`; the tools fail for some arguments (`lookup` for x % 4 == 3,
+`check_entitlement` for a ticket starting with `bad`), so try/except paths and refused rules are reached.
+"""
+
+from __future__ import annotations
+
+import random
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
+
+from harness import After, Harness
+
+REQUIRES: dict[str, tuple[str, tuple[str, ...]]] = {
+    'issue_refund': ('check_entitlement', ('ticket_id',)),
+    'notify': ('lookup', ()),
+}
+"""callee -> (predecessor, `same=` fields): the catalog's rules, as the oracle reads refusals."""
+
+CALLEES = frozenset({'lookup', 'check_entitlement', 'issue_refund', 'send_email', 'notify'})
+
+INPUTS: list[dict[str, Any]] = [
+    {'n': 0, 'flag': False, 't': 'T-1'},
+    {'n': 3, 'flag': True, 't': 'bad-7'},
+    {'n': 5, 'flag': False, 't': 'T-0'},
+    {'n': 2, 'flag': True, 't': 'T-1'},
+]
+"""Each script runs under these (hand-written ones under all, generated ones under two)."""
+
+
+class Entitlement(TypedDict):
+    eligible: bool
+    max_cents: int
+
+
+def register(h: Harness) -> Harness:
+    """The catalog every corpus script is checked, analysed and run against."""
+
+    @h.tool
+    async def lookup(x: int) -> int:
+        """x + 1; fails when x % 4 == 3."""
+        if x % 4 == 3:
+            raise ValueError('flaky')
+        return x + 1
+
+    @h.tool
+    async def check_entitlement(ticket_id: str) -> Entitlement:
+        """Whether the ticket may be refunded, and up to how much; fails for a ticket starting with `bad`."""
+        if ticket_id.startswith('bad'):
+            raise RuntimeError('no such ticket')
+        return {'eligible': not ticket_id.endswith('0'), 'max_cents': 500}
+
+    @h.tool(side_effect=True, requires=After('check_entitlement', same=('ticket_id',)))
+    async def issue_refund(ticket_id: str, cents: int) -> str:
+        """Refund the customer."""
+        return f'refunded {cents}'
+
+    @h.tool(side_effect=True)
+    async def send_email(to: str, body: str) -> bool:
+        """Send an email."""
+        return True
+
+    @h.tool(requires='lookup')
+    async def notify(msg: str) -> bool:
+        """Post a note (only after a successful lookup)."""
+        return True
+
+    return h
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    code: str
+    refused: bool | None = False
+    """True: `h.check` must refuse it (it never runs); None: it may refuse it (if not, it must be sound)."""
+    complete: bool | None = True
+    """True: the analysis must follow it all; None: it may say it cannot (then `strict=True` must refuse it)."""
+
+
+def case(name: str, code: str, **kwargs: Any) -> Case:
+    return Case(name, textwrap.dedent(code).strip() + '\n', **kwargs)
+
+
+HAND: list[Case] = [
+    case('helper_in_loop', '''
+        async def send(i: int) -> bool:
+            return await send_email(to="a@x", body=str(i))
+        for i in range(25):
+            await send(i)
+    '''),
+    case('helper_in_input_loop', '''
+        async def mail(i: int) -> bool:
+            return await send_email(to="c@x", body=str(i))
+        for i in range(n * 6):
+            await mail(i)
+    '''),
+    case('helper_in_while', '''
+        async def one(k: int) -> int:
+            return await lookup(x=k)
+        c = 0
+        while c < n:
+            c += 1
+            await one(c * 4)
+    '''),
+    case('nested_helpers', '''
+        async def inner(k: int) -> int:
+            return await lookup(x=k)
+        async def middle(k: int) -> int:
+            a = await inner(k)
+            return a + await inner(k + 4)
+        async def outer(k: int) -> int:
+            s = 0
+            for j in range(3):
+                s += await middle(k + j * 8)
+            return s
+        await outer(0)
+        await middle(n * 4)
+        await send_email(to="a@x", body="done")
+    '''),
+    case('recursion_by_argument', '''
+        async def down(d: int) -> int:
+            if d <= 0:
+                return 0
+            await send_email(to="r@x", body=str(d))
+            return 1 + await down(d - 1)
+        await down(n + 20)
+    '''),
+    case('mutual_recursion', '''
+        async def ping(d: int) -> int:
+            if d <= 0:
+                return 0
+            await lookup(x=d * 4)
+            return await pong(d - 1)
+        async def pong(d: int) -> int:
+            if d <= 0:
+                return 0
+            await notify(msg="pong")
+            return await ping(d - 1)
+        await ping(n + 3)
+    '''),
+    case('lambda_called_in_loop', '''
+        f = lambda k: lookup(x=k)
+        for i in range(3):
+            await f(i * 4)
+        await send_email(to="a@x", body="x")
+    '''),
+    case('lambda_default_argument', '''
+        async def g(send=lambda: send_email(to="a@x", body="hi")) -> bool:
+            return await send()
+        for i in range(15):
+            await g()
+    '''),
+    case('default_argument_calls', '''
+        async def g(k: int, first=lookup(x=8)) -> int:
+            return k + await first
+        await send_email(to="a@x", body="before")
+        await g(1)
+    '''),
+    case('short_circuit_or', '''
+        skip = flag
+        ok = skip or await check_entitlement(ticket_id=t)
+        await issue_refund(ticket_id=t, cents=100)
+    '''),
+    case('short_circuit_and_caught', '''
+        done = flag and await lookup(x=n)
+        try:
+            await notify(msg="x")
+        except PermissionError:
+            await send_email(to="ops@x", body="refused")
+    '''),
+    case('conditional_expression', '''
+        e = None if flag else await check_entitlement(ticket_id=t)
+        try:
+            await issue_refund(ticket_id=t, cents=100)
+        except PermissionError:
+            pass
+    '''),
+    case('finally_after_raising_check', '''
+        try:
+            await check_entitlement(ticket_id=t)
+        finally:
+            await issue_refund(ticket_id=t, cents=50)
+    '''),
+    case('try_except_else_finally', '''
+        try:
+            e = await check_entitlement(ticket_id=t)
+        except Exception:
+            await send_email(to="ops@x", body="check failed")
+        else:
+            await issue_refund(ticket_id=t, cents=e["max_cents"])
+        finally:
+            await lookup(x=1)
+        await notify(msg="end")
+    '''),
+    case('refund_after_swallowed_failure', '''
+        try:
+            await check_entitlement(ticket_id=t)
+        except Exception:
+            await send_email(to="ops@x", body="failed")
+        try:
+            await issue_refund(ticket_id=t, cents=10)
+        except PermissionError:
+            await send_email(to="ops@x", body="refused")
+    '''),
+    case('early_return_in_helper', '''
+        async def pay(tid: str) -> str:
+            e = await check_entitlement(ticket_id=tid)
+            if not e["eligible"]:
+                return "no"
+            return await issue_refund(ticket_id=tid, cents=100)
+        try:
+            await pay(t)
+        except Exception:
+            await send_email(to="ops@x", body="failed")
+        await send_email(to="c@x", body="bye")
+    '''),
+    case('break_and_continue', '''
+        for i in range(6):
+            if i == n:
+                break
+            if i % 2:
+                continue
+            await lookup(x=i * 4)
+        else:
+            await notify(msg="all")
+        await send_email(to="a@x", body="x")
+    '''),
+    case('while_true_with_counter', '''
+        c = 0
+        while True:
+            c += 1
+            if c > n + 1:
+                break
+            try:
+                await lookup(x=c)
+            except Exception:
+                continue
+            await notify(msg=str(c))
+    '''),
+    case('nested_comprehensions', '''
+        xs = [await lookup(x=i * 4 + j * 4) for i in range(3) for j in range(2)]
+        ys = [await lookup(x=i * 4) for i in range(n) if i % 2 == 0]
+        zs = [[await lookup(x=4 * j) for j in range(i)] for i in range(3)]
+        ws = {i: await notify(msg=str(i)) for i in range(2)}
+        await send_email(to="a@x", body=str(len(xs) + len(ys) + len(zs) + len(ws)))
+    '''),
+    case('comprehension_over_helper', '''
+        async def h(k: int) -> int:
+            a = await lookup(x=k * 4)
+            return a + await lookup(x=k * 4 + 1)
+        vs = [await h(i) for i in range(4) if i != n]
+        await send_email(to="a@x", body=str(vs))
+    '''),
+    case('gather_helpers', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            a = await lookup(x=k * 4)
+            await notify(msg=str(a))
+            return a
+        r = await asyncio.gather(pair(0), pair(1), pair(2))
+        await send_email(to="a@x", body=str(r))
+    '''),
+    case('gather_comprehension', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            a = await lookup(x=k * 4)
+            b = await lookup(x=k * 4 + 1)
+            return a + b
+        r = await asyncio.gather(*[pair(i) for i in range(n)])
+        s = await asyncio.gather(*[lookup(x=i * 4) for i in range(5)])
+        await send_email(to="a@x", body=str(r + s))
+    '''),
+    case('gather_in_loop', '''
+        import asyncio
+        for i in range(3):
+            await asyncio.gather(lookup(x=i * 4), send_email(to="a@x", body=str(i)))
+        await notify(msg="done")
+    '''),
+    case('gather_of_gathers', '''
+        import asyncio
+        rs = await asyncio.gather(*[asyncio.gather(lookup(x=i * 4), lookup(x=i * 8)) for i in range(3)])
+        await send_email(to="a@x", body=str(rs))
+    '''),
+    case('gather_check_beside_refund', '''
+        import asyncio
+        try:
+            await asyncio.gather(check_entitlement(ticket_id=t), issue_refund(ticket_id=t, cents=5))
+        except PermissionError:
+            await send_email(to="ops@x", body="refused")
+    '''),
+    case('settle_all_then_mail_failures', '''
+        res = await settle_all(*[lookup(x=i) for i in range(6)])
+        for r in res:
+            if not r["ok"]:
+                await send_email(to="ops@x", body=r.get("error", ""))
+    '''),
+    case('settle_all_over_helpers', '''
+        async def step(k: int) -> int:
+            a = await lookup(x=k)
+            await notify(msg=str(a))
+            return a
+        res = await settle_all(step(1), step(3), step(n))
+        await send_email(to="a@x", body=str(len(res)))
+    '''),
+    case('first_of_and_quorum', '''
+        v = await first_of(lookup(x=1), lookup(x=2))
+        w = await quorum(2, lookup(x=4), lookup(x=5), lookup(x=n))
+        z = await within(5, lookup(x=8))
+        await send_email(to="a@x", body=str([v, w, z]))
+    '''),
+    case('unawaited_call_awaited_later', '''
+        p = lookup(x=1)
+        await send_email(to="a@x", body="between")
+        q = lookup(x=n * 4)
+        await q
+        await p
+    '''),
+    case('closure_helper', '''
+        async def outer(k: int) -> int:
+            async def inner(j: int) -> int:
+                return await lookup(x=j)
+            s = 0
+            for i in range(k):
+                s += await inner(i * 4)
+            return s
+        await outer(3)
+        await outer(n)
+    '''),
+    case('helper_retries_in_except', '''
+        async def safe(k: int) -> int:
+            try:
+                return await lookup(x=k)
+            except Exception:
+                return await lookup(x=k + 1)
+        for i in range(4):
+            await safe(i)
+        await notify(msg="ok")
+    '''),
+    case('check_in_helper_with_early_exit', '''
+        async def checked(tid: str) -> bool:
+            if flag:
+                return False
+            await check_entitlement(ticket_id=tid)
+            return True
+        try:
+            if await checked(t):
+                await issue_refund(ticket_id=t, cents=10)
+        except Exception:
+            pass
+    '''),
+    case('refund_of_another_ticket', '''
+        await check_entitlement(ticket_id="T-9")
+        try:
+            await issue_refund(ticket_id=t, cents=10)
+        except PermissionError:
+            await send_email(to="ops@x", body="refused")
+    '''),
+    case('walrus_fstring_assert', '''
+        if (v := await lookup(x=n)) > 2:
+            await send_email(to="a@x", body=f"{await lookup(x=v * 4)}")
+        assert await notify(msg="x")
+    '''),
+    case('conditional_helper_definitions', '''
+        if flag:
+            async def act(k: int) -> int:
+                return await lookup(x=k)
+        else:
+            async def act(k: int) -> int:
+                await send_email(to="a@x", body="b")
+                return k
+        for i in range(3):
+            await act(i * 4)
+    '''),
+    case('helpers_passed_as_values', '''
+        async def a1(k: int) -> int:
+            return await lookup(x=k)
+        async def a2(k: int) -> int:
+            await send_email(to="a@x", body=str(k))
+            return k
+        fs = [a1, a2]
+        for f in fs * 3:
+            await f(n * 4)
+    ''', complete=None),
+    case('helper_as_argument', '''
+        async def twice(f, k: int) -> int:
+            return await f(k) + await f(k + 4)
+        async def look(k: int) -> int:
+            return await lookup(x=k)
+        await twice(look, 0)
+        await twice(look, n * 4)
+    ''', complete=None),
+    case('alias_of_callee', '''
+        send = send_email
+        for i in range(4):
+            await send(to="a@x", body=str(i))
+    '''),
+    case('callee_in_a_list', '''
+        tools = [lookup]
+        for i in range(n):
+            await tools[0](x=i * 4)
+        await notify(msg="x")
+    '''),
+    case('callee_as_argument', '''
+        async def run(f, k: int) -> int:
+            return await f(x=k)
+        await run(lookup, 4)
+        await run(lookup, n * 4)
+    '''),
+    case('callee_as_default_value', '''
+        async def g(f=send_email) -> bool:
+            return await f(to="a@x", body="b")
+        for i in range(3):
+            await g()
+    '''),
+    case('nonlocal_counter', '''
+        async def outer() -> int:
+            c = 0
+            async def bump() -> None:
+                nonlocal c
+                c += 1
+                await lookup(x=c * 4)
+            for i in range(n):
+                await bump()
+            return c
+        await outer()
+        await send_email(to="a@x", body="x")
+    '''),
+    # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
+    case('eval_a_callee', '''
+        e = eval("send_" + "email")
+        await e(to="z@x", body="w")
+    ''', refused=True),
+    case('exec_a_call', '''
+        exec("x = 1")
+        await send_email(to="z@x", body="w")
+    ''', refused=True),
+    case('compile_a_call', '''
+        c = compile("1", "s", "eval")
+        await send_email(to="z@x", body="w")
+    ''', refused=True),
+    case('globals_lookup', '''
+        f = globals()["send_" + "email"]
+        await f(to="z@x", body="w")
+    ''', refused=True),
+    case('vars_lookup', '''
+        f = vars()["send_email"]
+        await f(to="z@x", body="w")
+    ''', refused=True),
+    case('computed_getattr', '''
+        import asyncio
+        g = getattr(asyncio, "gat" + "her")
+        await g(send_email(to="z@x", body="w"))
+    ''', refused=True),
+    case('class_method_calls', '''
+        class Mailer:
+            async def send(self, i: int) -> bool:
+                return await send_email(to="x@x", body=str(i))
+        m = Mailer()
+        for i in range(n + 1):
+            await m.send(i)
+    ''', refused=True),
+    case('local_def_shadows_check', '''
+        async def check_entitlement(ticket_id: str) -> dict[str, bool]:
+            return {"eligible": True}
+        await check_entitlement(ticket_id=t)
+        await issue_refund(ticket_id=t, cents=100)
+    ''', refused=True),
+    case('assignment_shadows_callee', '''
+        async def fake(x: int) -> int:
+            return x
+        lookup = fake
+        await lookup(x=1)
+        await notify(msg="x")
+    ''', refused=True),
+    case('import_shadows_callee', '''
+        from asyncio import gather as lookup
+        await lookup()
+        await notify(msg="x")
+    ''', refused=True),
+    case('parameter_shadows_callee', '''
+        async def f(lookup: int) -> int:
+            return lookup + 1
+        await f(1)
+        await notify(msg="x")
+    ''', refused=None),
+    case('loop_variable_shadows_callee', '''
+        for send_email in [1, 2]:
+            pass
+        await lookup(x=0)
+    ''', refused=None),
+]
+
+
+# -- the grammar ---------------------------------------------------------------------------------
+
+
+class Grammar:
+    """A random script over the catalog: helpers (one of them recursive, bounded by its argument), loops with
+    literal and input bounds, while loops with counters, try/except/else/finally, break/continue, early
+    returns, gathers and settle_all over calls and helpers, comprehensions, short-circuit and conditional
+    expressions. Every script it writes type-checks; its arguments depend on the inputs, so runs differ."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.helpers: list[str] = []
+        self.lines: list[str] = []
+
+    def script(self) -> str:
+        rng = self.rng
+        self.lines = ['import asyncio']
+        if rng.random() < 0.4:
+            self.function('rec', recursive=True)
+        for i in range(rng.randint(0, 3)):
+            self.function(f'h{i}')
+        self.emit(0, 'v = 0')
+        self.block(1, 0, in_loop=False, in_function=False, names=['n'])
+        return '\n'.join(self.lines) + '\n'
+
+    def function(self, name: str, *, recursive: bool = False) -> None:
+        self.emit(0, f'async def {name}(k: int) -> int:')
+        self.emit(1, 'v = k')
+        if recursive:
+            self.emit(1, 'if k <= 0:')
+            self.emit(2, 'return 0')
+        self.block(2, 1, in_loop=False, in_function=True, names=['k'])
+        if recursive:
+            self.emit(1, f'v += await {name}(k - 1)')
+        self.emit(1, 'return v')
+        self.helpers.append(name)
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append('    ' * indent + text)
+
+    def block(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str]) -> None:
+        for _ in range(self.rng.randint(1, 4 if depth < 3 else 2)):
+            self.statement(depth, indent, in_loop=in_loop, in_function=in_function, names=names)
+
+    # -- expressions
+
+    def int_expr(self, names: list[str]) -> str:
+        rng = self.rng
+        choice = rng.random()
+        if choice < 0.35:
+            return str(rng.randint(0, 12))
+        name = rng.choice([*names, 'v'])
+        if choice < 0.7:
+            return name
+        return f'{name} % {rng.randint(2, 6)} + {rng.randint(0, 4)}'
+
+    def condition(self, names: list[str]) -> str:
+        rng = self.rng
+        return rng.choice([
+            'flag', 'not flag', f'n > {rng.randint(0, 4)}', f'v % 2 == {rng.randint(0, 1)}',
+            f'{rng.choice([*names, "v"])} < {rng.randint(1, 6)}', 't.startswith("T")',
+        ])
+
+    def ticket(self) -> str:
+        return self.rng.choice(['t', 't', '"T-1"', '"bad-2"'])
+
+    def call(self, names: list[str]) -> str:
+        """An awaitable int call: a catalog call or a helper."""
+        if self.helpers and self.rng.random() < 0.4:
+            return f'{self.rng.choice(self.helpers)}({self.int_expr(names)})'
+        return f'lookup(x={self.int_expr(names)})'
+
+    # -- statements
+
+    def statement(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str]) -> None:
+        rng = self.rng
+        kinds = ['call', 'call', 'notify', 'email', 'check', 'refund', 'short', 'ternary']
+        if depth < 3:
+            kinds += ['if', 'for', 'while', 'try', 'gather', 'settle', 'comprehension']
+        if in_loop:
+            kinds += ['break', 'continue']
+        if in_function:
+            kinds += ['return']
+        kind = rng.choice(kinds)
+        emit = self.emit
+        nested = {'in_function': in_function}
+        if kind == 'call':
+            emit(indent, f'v += await {self.call(names)}')
+        elif kind == 'notify':
+            emit(indent, f'await notify(msg=str({self.int_expr(names)}))')
+        elif kind == 'email':
+            emit(indent, f'await send_email(to="a@x", body=str({self.int_expr(names)}))')
+        elif kind == 'check':
+            emit(indent, f'e = await check_entitlement(ticket_id={self.ticket()})')
+        elif kind == 'refund':
+            emit(indent, f'await issue_refund(ticket_id={self.ticket()}, cents={self.int_expr(names)})')
+        elif kind == 'short':
+            op = rng.choice(['or', 'and'])
+            emit(indent, f'b = {self.condition(names)} {op} await notify(msg="s")')
+        elif kind == 'ternary':
+            emit(indent, f'v = await {self.call(names)} if {self.condition(names)} else v')
+        elif kind == 'if':
+            emit(indent, f'if {self.condition(names)}:')
+            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+            if rng.random() < 0.5:
+                emit(indent, 'else:')
+                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+        elif kind == 'for':
+            var = f'i{depth}'
+            emit(indent, f'for {var} in {self.iterable()}:')
+            self.block(depth + 1, indent + 1, in_loop=True, names=[*names, var], **nested)
+        elif kind == 'while':
+            var = f'c{depth}'
+            emit(indent, f'{var} = 0')
+            emit(indent, f'while {var} < {rng.choice(["n", str(rng.randint(0, 3))])}:')
+            emit(indent + 1, f'{var} += 1')  # first, so a `continue` cannot skip it
+            self.block(depth + 1, indent + 1, in_loop=True, names=[*names, var], **nested)
+        elif kind == 'try':
+            emit(indent, 'try:')
+            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+            emit(indent, f'except {rng.choice(["Exception", "PermissionError", "RuntimeError"])}:')
+            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+            if rng.random() < 0.3:
+                emit(indent, 'else:')
+                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+            if rng.random() < 0.3:
+                emit(indent, 'finally:')
+                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
+        elif kind in ('gather', 'settle'):
+            join = 'asyncio.gather' if kind == 'gather' else 'settle_all'
+            if rng.random() < 0.4:
+                args = f'*[{self.call([*names, "j"])} for j in {self.iterable()}]'
+            else:
+                args = ', '.join(self.call(names) for _ in range(rng.randint(1, 3)))
+            emit(indent, f'vs = await {join}({args})')
+        elif kind == 'comprehension':
+            cond = f' if {self.condition([*names, "j"])}' if rng.random() < 0.5 else ''
+            emit(indent, f'v += len([await {self.call([*names, "j"])} for j in {self.iterable()}{cond}])')
+        elif kind in ('break', 'continue'):
+            emit(indent, f'if {self.condition(names)}:')
+            emit(indent + 1, kind)
+        elif kind == 'return':
+            emit(indent, f'if {self.condition(names)}:')
+            emit(indent + 1, 'return v')
+
+    def iterable(self) -> str:
+        rng = self.rng
+        return rng.choice([f'range({rng.randint(0, 3)})', 'range(n)', f'[{rng.randint(0, 5)}, {rng.randint(0, 5)}]'])
+
+
+def generated(seed: int) -> str:
+    return Grammar(seed).script()

@@ -1,0 +1,220 @@
+"""The analysis is sound (#23.2): differential against real runs in the real Monty sandbox.
+
+Each corpus script (tests/helpers/soundness_corpus.py: hand-written adversarial ones and generated ones) is
+checked, analysed with `h.analyze`, then run under several inputs; every run's journal (its calls in call order,
+each with its callee and line) is held against the analysis:
+
+(a) every call is a `CallSite` of `a.calls` at its (callee, line), or its callee has a `dynamic` use;
+(b) per (callee, line), the calls made are at most the sum of the `max_calls` of the sites there (None:
+    unbounded), and per callee at most `a.bounds[callee]`;
+(c) every transition the run made (start -> first call, each call -> the next, last call -> end) is an edge of
+    `a.edges` from a node of the first's sites to a node of the second's;
+(d) every call a rule refused at run time (the script saw a `PermissionError`) has a violation of `a.violations`
+    at its line, unless the refusal was for a value (`same=`): a predecessor had succeeded, for another ticket.
+    Values are not the analysis's to decide; it promises the order, so an order the run broke must be reported.
+
+The checker must refuse the constructs that defeat the analysis (eval, classes, rebinding a callee's name...),
+and the analysis must follow every script the grammar writes (`a.complete`). A miss fails with the script, its
+inputs and what the analysis did not report. The slow tier runs a larger generated set.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from soundness_corpus import CALLEES, HAND, INPUTS, REQUIRES, Case, generated, register
+
+from harness import Harness, WorkflowError
+from harness._check._analysis import Analysis
+from harness._records import CallRecord
+
+JOINS = frozenset({'gather', 'settle_all', 'first_of', 'quorum'})
+"""Joins that run their arguments as tasks of their own (`within` awaits its one argument in place)."""
+DEFAULT_SEEDS = range(120)
+SLOW_SEEDS = range(10_000, 11_000)
+
+
+def harness(**kwargs: Any) -> Harness:
+    # The checks are run once per script explicitly (`check`), so the runs skip the type check; no budgets and
+    # no repeat limit, so a refusal is always a rule's.
+    return register(Harness(store=':memory:', tracing=False, type_check=False, max_repeats=None,
+                            max_tool_calls=None, **kwargs))
+
+
+@pytest.fixture(scope='module')
+def desk() -> Iterator[Harness]:
+    with harness() as h:
+        yield h
+
+
+@pytest.fixture(scope='module')
+def strict_desk() -> Iterator[Harness]:
+    with harness(strict=True) as h:
+        yield h
+
+
+def run(h: Harness, code: str, inputs: dict[str, Any]) -> tuple[list[CallRecord], bool]:
+    """The run's catalog calls in call order (the join helpers' own host calls left out), and whether it
+    ended by reaching the script's end (rather than by an uncaught error)."""
+    try:
+        run_id, ended = h.run_sync(code, inputs=inputs).run_id, True
+    except WorkflowError as exc:
+        assert exc.run_id is not None, exc.message
+        run_id, ended = exc.run_id, False
+    assert h.store is not None
+    return [c for c in h.store.calls(run_id) if c.callee in CALLEES], ended
+
+
+def concurrent(code: str) -> bool:
+    """Whether the script can interleave calls: only a join over a script function's coroutine runs that
+    function's calls as a task beside others. Calls are made (journaled) where they are evaluated, so a join
+    over catalog calls makes them one after another in source order, and only its awaiting is concurrent."""
+    for node in ast.walk(ast.parse(code)):
+        if not (isinstance(node, ast.Call) and _name(node.func) in JOINS):
+            continue
+        for arg in node.args:
+            inner = arg.value if isinstance(arg, ast.Starred) else arg
+            if isinstance(inner, ast.ListComp | ast.GeneratorExp):
+                inner = inner.elt
+            if not (isinstance(inner, ast.Call) and _name(inner.func) in CALLEES | JOINS):
+                return True
+    return False
+
+
+def _name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, interleaved: bool) -> list[str]:
+    """What the run did that the analysis did not report (empty: the analysis holds for this run)."""
+    sites: dict[tuple[str, int | None], list[Any]] = defaultdict(list)
+    for site in a.calls:
+        sites[(site.callee, site.line)].append(site)
+    dynamic = {site.callee for site in a.dynamic}
+    found = [f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no '
+             'dynamic use)' for c in calls if (c.callee, c.line) not in sites and c.callee not in dynamic]
+    found += _bound_misses(a, sites, calls)
+    found += _edge_misses(a, calls, dynamic, ended=ended, interleaved=interleaved)
+    found += _violation_misses(a, calls)
+    return found
+
+
+def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], calls: list[CallRecord]) -> list[str]:
+    found = []
+    for (callee, line), count in Counter((c.callee, c.line) for c in calls).items():
+        bounds = [site.max_calls for site in sites.get((callee, line), ())]
+        if bounds and None not in bounds and count > sum(bounds):
+            found.append(f'{callee} at line {line} was called {count} times; its sites allow {sum(bounds)}')
+    for callee, count in Counter(c.callee for c in calls).items():
+        if callee not in a.bounds:
+            found.append(f'{callee} was called {count} times; a.bounds has no entry for it')
+        elif (bound := a.bounds[callee]) is not None and count > bound:
+            found.append(f'{callee} was called {count} times; a.bounds says at most {bound}')
+    return found
+
+
+def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, ended: bool,
+                 interleaved: bool) -> list[str]:
+    """(c). Without interleaving, the calls' order is the order of the script's one thread: each call must
+    follow the one before it by an edge. With a join over helpers, their calls interleave in an order the
+    scheduler picks (two of one gather are consecutive in the journal but not in any path), so a call must
+    follow some call made before it, or the start; the first call still follows the start and the end still
+    follows the last call, which hold under any interleaving. A call through a value (a dynamic use) has no
+    place in the graph: the transitions into and out of it are not asserted."""
+    nodes: dict[tuple[str, int | None], set[str]] = defaultdict(set)
+    for i, site in enumerate(a.nodes):
+        nodes[(site.callee, site.line)].add(f'n{i}')
+    edges = {(src, dst) for src, dst, _kind in a.edges}
+
+    def name(c: CallRecord | None) -> str:
+        return 'the start' if c is None else f'call #{c.seq} {c.callee} (line {c.line})'
+
+    found = []
+    start: tuple[CallRecord | None, set[str]] = (None, {'start'})
+    placed = [start]
+    """The calls made so far that have a place in the graph (and the start), with their nodes."""
+    previous: tuple[CallRecord | None, set[str]] | None = start
+    """The call just made; None when it has no place (a call through a value, or one (a) reports)."""
+    for c in calls:
+        here = nodes.get((c.callee, c.line), set())
+        sources = placed if interleaved else [previous] if previous is not None else []
+        if here and sources and not any((s, d) in edges for _call, src in sources for s in src for d in here):
+            after = name(sources[0][0]) if len(sources) == 1 else 'the start or any call made before it'
+            found.append(f'no edge from {after} to {name(c)}')
+        if not here and c.callee not in dynamic:
+            found.append(f'{name(c)} has no node in the flow graph')
+        previous = (c, here) if here else None
+        if previous is not None:
+            placed.append(previous)
+    if ended and previous is not None and not any((s, 'end') in edges for s in previous[1]):
+        found.append(f'no edge from {name(previous[0])} to the end')
+    return found
+
+
+def _violation_misses(a: Analysis, calls: list[CallRecord]) -> list[str]:
+    found = []
+    for c in calls:
+        if c.status != 'refused' or c.callee not in REQUIRES:
+            continue
+        predecessor, same = REQUIRES[c.callee]
+        earlier = [p for p in calls if p.seq < c.seq and p.callee == predecessor and p.status == 'ok']
+        if earlier and not any(all(p.arguments.get(f) == c.arguments.get(f) for f in same) for p in earlier):
+            continue  # refused for its value only: a predecessor succeeded, for another ticket
+        if not any(v.startswith(f'line {c.line}:') and c.callee in v for v in a.violations):
+            found.append(f'call #{c.seq} {c.callee} at line {c.line} was refused by its rule ({c.error}); '
+                         'a.violations has nothing for that line')
+    return found
+
+
+def numbered(code: str) -> str:
+    return '\n'.join(f'{i:3} | {line}' for i, line in enumerate(code.splitlines(), 1))
+
+
+def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[str, Any]]) -> None:
+    """Check, analyse and run `c` under each of `inputs`; fail with every miss."""
+    report = h.check(c.code, inputs=inputs[0])
+    if c.refused:
+        assert not report.ok, f'the checker accepted a script it must refuse:\n{numbered(c.code)}'
+        return
+    if not report.ok:
+        assert c.refused is None, f'a corpus script does not pass the check:\n{numbered(c.code)}\n{report.errors}'
+        return
+    a = h.analyze(c.code)
+    if not a.complete:
+        assert c.complete is None, f'the analysis cannot follow {a.incomplete}:\n{numbered(c.code)}'
+        assert a.incomplete and all(isinstance(line, int) for line, _reason in a.incomplete), a.incomplete
+        assert strict is not None and not strict.check(c.code, inputs=inputs[0]).ok, 'strict accepted it'
+        return
+    interleaved = concurrent(c.code)
+    failures = []
+    for values in inputs:
+        calls, ended = run(h, c.code, values)
+        found = misses(a, calls, ended=ended, interleaved=interleaved)
+        if found:
+            journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
+            failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
+    if failures:
+        pytest.fail(f'{c.name}: the analysis missed what a run did\n{numbered(c.code)}\n' + '\n'.join(failures)
+                    + f'\nanalysis:\n{a.text()}', pytrace=False)
+
+
+@pytest.mark.parametrize('c', HAND, ids=[c.name for c in HAND])
+def test_hand_written(desk: Harness, strict_desk: Harness, c: Case) -> None:
+    differential(desk, strict_desk, c, INPUTS)
+
+
+@pytest.mark.parametrize('seed', DEFAULT_SEEDS)
+def test_generated(desk: Harness, seed: int) -> None:
+    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2::2])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', SLOW_SEEDS)
+def test_generated_slow(desk: Harness, seed: int) -> None:
+    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS)
