@@ -41,10 +41,13 @@ class CallSite:
     """Product of the literal bounds of the enclosing loops; None in a loop without one (or no loop)."""
     in_gather: bool = False
     in_except: bool = False
+    max_calls: int | None = 1
+    """The most times this site can run in one run of the script; None: no bound. Several sites may share a
+    (callee, line) (a helper called from two places, `f(x), f(y)`): the calls made there are at most the sum."""
 
     @property
     def unbounded(self) -> bool:
-        return self.in_loop and self.loop_bound is None
+        return self.max_calls is None
 
 
 @dataclass
@@ -62,6 +65,25 @@ class Analysis:
     siblings: set[tuple[str, str]] = field(default_factory=set)
     """(a, b) and (b, a) for nodes in different arguments of one join: they run beside each other, so an
     edge between them (a loop's edge back) is never how a run goes from one to the other in one turn."""
+    incomplete: list[tuple[int, str]] = field(default_factory=list)
+    """(line, reason) for each construct the analysis could not follow; empty when it is complete."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether every call the script can make is accounted for by `calls` and `dynamic`."""
+        return not self.incomplete
+
+    @property
+    def bounds(self) -> dict[str, int | None]:
+        """Per callee, the most calls the script can make of it: the sum over its sites; None when a site
+        is unbounded or the callee is used as a value (a value can be called anywhere, any number of times)."""
+        found: dict[str, int | None] = {}
+        for site in self.calls:
+            before = found.get(site.callee, 0)
+            found[site.callee] = None if before is None or site.max_calls is None else before + site.max_calls
+        for site in self.dynamic:
+            found[site.callee] = None
+        return found
 
     @property
     def callees(self) -> set[str]:
@@ -445,7 +467,7 @@ class _Walker:
         loops = self.context.loops
         bound = None if not loops or any(b is None for b in loops) else math.prod(b for b in loops if b is not None)
         return CallSite(callee, line, in_loop=bool(loops), loop_bound=bound, in_gather=self.context.gather > 0,
-                        in_except=self.context.except_ > 0)
+                        in_except=self.context.except_ > 0, max_calls=bound if loops else 1)
 
     def check_rules(self, site: CallSite, done: frozenset[str]) -> None:
         for rule in self.requires.get(site.callee, ()):
