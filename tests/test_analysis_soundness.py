@@ -21,6 +21,7 @@ inputs and what the analysis did not report. The slow tier runs a larger generat
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +30,7 @@ import pytest
 from soundness_corpus import CALLEES, HAND, INPUTS, REQUIRES, Case, generated, register
 
 from harness import Harness, WorkflowError
-from harness._check._analysis import Analysis
+from harness._check._analysis import Analysis, CallSite
 from harness._records import CallRecord
 
 JOINS = frozenset({'gather', 'settle_all', 'first_of', 'quorum'})
@@ -69,20 +70,21 @@ def run(h: Harness, code: str, inputs: dict[str, Any]) -> tuple[list[CallRecord]
     return [c for c in h.store.calls(run_id) if c.callee in CALLEES], ended
 
 
-def concurrent(code: str) -> bool:
-    """Whether the script can interleave calls: only a join over a script function's coroutine runs that
-    function's calls as a task beside others. Calls are made (journaled) where they are evaluated, so a join
-    over catalog calls makes them one after another in source order, and only its awaiting is concurrent."""
+def joined_lines(code: str) -> set[int] | None:
+    """The lines whose calls run beside others, in a join: the lines of its arguments; None (every line) when a
+    join runs a script function's coroutine, as a task whose calls interleave with the others' anywhere in it."""
+    lines: set[int] = set()
     for node in ast.walk(ast.parse(code)):
         if not (isinstance(node, ast.Call) and _name(node.func) in JOINS):
             continue
         for arg in node.args:
+            lines.update(range(arg.lineno, (arg.end_lineno or arg.lineno) + 1))
             inner = arg.value if isinstance(arg, ast.Starred) else arg
             if isinstance(inner, ast.ListComp | ast.GeneratorExp):
                 inner = inner.elt
             if not (isinstance(inner, ast.Call) and _name(inner.func) in CALLEES | JOINS):
-                return True
-    return False
+                return None
+    return lines
 
 
 def _name(func: ast.expr) -> str | None:
@@ -91,7 +93,7 @@ def _name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, interleaved: bool) -> list[str]:
+def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int] | None) -> list[str]:
     """What the run did that the analysis did not report (empty: the analysis holds for this run)."""
     sites: dict[tuple[str, int | None], list[Any]] = defaultdict(list)
     for site in a.calls:
@@ -100,7 +102,7 @@ def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, interleaved: bo
     found = [f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no '
              'dynamic use)' for c in calls if (c.callee, c.line) not in sites and c.callee not in dynamic]
     found += _bound_misses(a, sites, calls)
-    found += _edge_misses(a, calls, dynamic, ended=ended, interleaved=interleaved)
+    found += _edge_misses(a, calls, dynamic, ended=ended, joined=joined)
     found += _violation_misses(a, calls)
     return found
 
@@ -120,13 +122,15 @@ def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], c
 
 
 def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, ended: bool,
-                 interleaved: bool) -> list[str]:
-    """(c). Without interleaving, the calls' order is the order of the script's one thread: each call must
-    follow the one before it by an edge. With a join over helpers, their calls interleave in an order the
-    scheduler picks (two of one gather are consecutive in the journal but not in any path), so a call must
-    follow some call made before it, or the start; the first call still follows the start and the end still
-    follows the last call, which hold under any interleaving. A call through a value (a dynamic use) has no
-    place in the graph: the transitions into and out of it are not asserted."""
+                 joined: set[int] | None) -> list[str]:
+    """(c). Outside joins, the calls' order is the order of the script's one thread: each call must follow the one
+    made just before it by an edge. The arguments of a join run beside each other (a flow graph draws them as
+    branches from one point, not as a chain), and a join over a script function's coroutines interleaves that
+    function's calls with the others' in an order the scheduler picks: so a call on a join's line (any call,
+    with such a join: `joined` None) must follow some call made before it, or the start. The first call still
+    follows the start and the end still follows the last call: that holds under any interleaving. A call
+    through a value (a dynamic use) has no place in the graph: the transitions into and out of it are not
+    asserted."""
     nodes: dict[tuple[str, int | None], set[str]] = defaultdict(set)
     for i, site in enumerate(a.nodes):
         nodes[(site.callee, site.line)].add(f'n{i}')
@@ -143,7 +147,8 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
     """The call just made; None when it has no place (a call through a value, or one (a) reports)."""
     for c in calls:
         here = nodes.get((c.callee, c.line), set())
-        sources = placed if interleaved else [previous] if previous is not None else []
+        beside = joined is None or c.line in joined
+        sources = placed if beside else [previous] if previous is not None else []
         if here and sources and not any((s, d) in edges for _call, src in sources for s in src for d in here):
             after = name(sources[0][0]) if len(sources) == 1 else 'the start or any call made before it'
             found.append(f'no edge from {after} to {name(c)}')
@@ -191,17 +196,39 @@ def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[
         assert a.incomplete and all(isinstance(line, int) for line, _reason in a.incomplete), a.incomplete
         assert strict is not None and not strict.check(c.code, inputs=inputs[0]).ok, 'strict accepted it'
         return
-    interleaved = concurrent(c.code)
-    failures = []
-    for values in inputs:
-        calls, ended = run(h, c.code, values)
-        found = misses(a, calls, ended=ended, interleaved=interleaved)
-        if found:
-            journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
-            failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
+    failures = held(h, c.code, a, inputs)
     if failures:
         pytest.fail(f'{c.name}: the analysis missed what a run did\n{numbered(c.code)}\n' + '\n'.join(failures)
                     + f'\nanalysis:\n{a.text()}', pytrace=False)
+
+
+def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]]) -> list[str]:
+    """Run `code` under each of `inputs`; per run that did something `a` does not report, what it did."""
+    joined = joined_lines(code)
+    failures = []
+    for values in inputs:
+        calls, ended = run(h, code, values)
+        found = misses(a, calls, ended=ended, joined=joined)
+        if found:
+            journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
+            failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
+    return failures
+
+
+def coarsest(code: str) -> Analysis:
+    """The coarsest sound analysis, read off the syntax: every catalog call is a site with no bound, every
+    other use of a callee's name is dynamic, any call can follow any other, and any rule can break anywhere.
+    (It is sound for the corpus's runnable scripts, which rebind no callee's name.)"""
+    tree = ast.parse(code)
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    sites = [CallSite(node.func.id, node.lineno, max_calls=None) for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLEES]
+    dynamic = [CallSite(node.id, node.lineno) for node in ast.walk(tree)
+               if isinstance(node, ast.Name) and node.id in CALLEES and id(node) not in called]
+    ids = ['start', *(f'n{i}' for i in range(len(sites))), 'end']
+    return Analysis(calls=sites, dynamic=dynamic, nodes=list(sites),
+                    edges=[(src, dst, 'next') for src in ids[:-1] for dst in ids[1:]],
+                    violations=[f'line {site.line}: {site.callee} can break its rule.' for site in sites + dynamic])
 
 
 @pytest.mark.parametrize('c', HAND, ids=[c.name for c in HAND])
@@ -218,3 +245,46 @@ def test_generated(desk: Harness, seed: int) -> None:
 @pytest.mark.parametrize('seed', SLOW_SEEDS)
 def test_generated_slow(desk: Harness, seed: int) -> None:
     differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS)
+
+
+# -- the oracle itself: it asks only what is true of every run, and it sees what an analysis leaves out ----------
+
+
+RUNNABLE = [c for c in HAND if c.refused is False]
+
+
+def test_the_oracle_accepts_the_coarsest_sound_analysis(desk: Harness) -> None:
+    """A test no analysis could pass would prove nothing: the coarsest over-approximation passes it."""
+    for c in [*RUNNABLE, *(Case(f'seed {seed}', generated(seed)) for seed in range(20))]:
+        assert not held(desk, c.code, coarsest(c.code), INPUTS), c.name
+
+
+LEAKY = """\
+for i in range(3):
+    await lookup(x=i * 4)
+try:
+    await issue_refund(ticket_id=t, cents=1)
+except PermissionError:
+    pass
+"""
+
+
+@pytest.mark.parametrize('hole', ['site', 'bound', 'callee bound', 'edge', 'violation'])
+def test_the_oracle_finds_what_an_analysis_leaves_out(desk: Harness, hole: str) -> None:
+    a = coarsest(LEAKY)
+    lookup_node = next(f'n{i}' for i, site in enumerate(a.nodes) if site.callee == 'lookup')
+    if hole == 'site':
+        a.calls = [site for site in a.calls if site.callee != 'issue_refund']
+    elif hole == 'bound':
+        a.calls = [dataclasses.replace(site, max_calls=2) for site in a.calls]
+    elif hole == 'callee bound':
+        a = dataclasses.replace(a, calls=[dataclasses.replace(a.calls[0], max_calls=1), *a.calls[1:]])
+    elif hole == 'edge':
+        a.edges = [edge for edge in a.edges if edge[:2] != (lookup_node, lookup_node)]
+    else:
+        a.violations = []
+    (failure,) = held(desk, LEAKY, a, INPUTS[:1])
+    expected = {'site': 'issue_refund at line 4 is not a reported call site', 'bound': 'sites allow 2',
+                'callee bound': 'a.bounds says at most', 'edge': 'no edge from call #1 lookup (line 2) to call #2',
+                'violation': 'a.violations has nothing for that line'}[hole]
+    assert expected in failure, failure
