@@ -520,7 +520,8 @@ class Grammar:
         for i in range(rng.randint(0, 3)):
             self.function(f'h{i}')
         self.emit(0, 'v = 0')
-        self.block(1, 0, in_loop=False, in_function=False, names=['n'])
+        for _ in range(rng.randint(1, 3)):
+            self.block(1, 0, in_loop=False, in_function=False, names=['n'])
         return '\n'.join(self.lines) + '\n'
 
     def function(self, name: str, *, recursive: bool = False) -> None:
@@ -584,21 +585,24 @@ class Grammar:
         kind = rng.choice(kinds)
         emit = self.emit
         nested = {'in_function': in_function}
+        if kind in ('gather', 'settle') and rng.random() < 0.5:
+            kind = 'call'  # joins are common enough at half the weight; most scripts keep a checkable order
+        guard = self.guarded
         if kind == 'call':
-            emit(indent, f'v += await {self.call(names)}')
+            guard(indent, f'v += await {self.call(names)}')
         elif kind == 'notify':
-            emit(indent, f'await notify(msg=str({self.int_expr(names)}))')
+            guard(indent, f'await notify(msg=str({self.int_expr(names)}))')
         elif kind == 'email':
             emit(indent, f'await send_email(to="a@x", body=str({self.int_expr(names)}))')
         elif kind == 'check':
-            emit(indent, f'e = await check_entitlement(ticket_id={self.ticket()})')
+            guard(indent, f'e = await check_entitlement(ticket_id={self.ticket()})')
         elif kind == 'refund':
-            emit(indent, f'await issue_refund(ticket_id={self.ticket()}, cents={self.int_expr(names)})')
+            guard(indent, f'await issue_refund(ticket_id={self.ticket()}, cents={self.int_expr(names)})')
         elif kind == 'short':
             op = rng.choice(['or', 'and'])
-            emit(indent, f'b = {self.condition(names)} {op} await notify(msg="s")')
+            guard(indent, f'b = {self.condition(names)} {op} await notify(msg="s")')
         elif kind == 'ternary':
-            emit(indent, f'v = await {self.call(names)} if {self.condition(names)} else v')
+            guard(indent, f'v = await {self.call(names)} if {self.condition(names)} else v')
         elif kind == 'if':
             emit(indent, f'if {self.condition(names)}:')
             self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
@@ -642,6 +646,17 @@ class Grammar:
         elif kind == 'return':
             emit(indent, f'if {self.condition(names)}:')
             emit(indent + 1, 'return v')
+
+    def guarded(self, indent: int, line: str) -> None:
+        """`line`, half the time in a try whose handler mails: a call that fails or is refused does not always
+        end the run, so the rest of the script is reached too."""
+        if self.rng.random() < 0.5:
+            self.emit(indent, line)
+            return
+        self.emit(indent, 'try:')
+        self.emit(indent + 1, line)
+        self.emit(indent, f'except {self.rng.choice(["Exception", "PermissionError"])}:')
+        self.emit(indent + 1, 'await send_email(to="ops@x", body="failed")')
 
     def iterable(self) -> str:
         rng = self.rng
