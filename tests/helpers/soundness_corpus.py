@@ -432,6 +432,90 @@ HAND: list[Case] = [
         await outer()
         await send_email(to="a@x", body="x")
     '''),
+    case('helper_coroutine_awaited_later', '''
+        async def pair(k: int) -> int:
+            a = await lookup(x=k)
+            return a + await lookup(x=k + 4)
+        p = pair(n * 4)
+        await send_email(to="a@x", body="between")
+        await p
+    '''),
+    case('first_of_over_helpers', '''
+        async def slow(k: int) -> int:
+            await lookup(x=k)
+            return await lookup(x=k + 4)
+        async def fast(k: int) -> int:
+            return await lookup(x=k)
+        v = await first_of(slow(n), fast(n + 1))
+        w = await within(5, slow(0))
+        await send_email(to="a@x", body=str(v + w))
+    '''),
+    case('script_raises_after_a_call', '''
+        for i in range(3):
+            try:
+                v = await lookup(x=i + n)
+                if v > 3:
+                    raise ValueError("big")
+                await notify(msg="small")
+            except ValueError:
+                await send_email(to="a@x", body="big")
+                break
+    '''),
+    case('match_guard_calls', '''
+        match n:
+            case 0 if await lookup(x=0) > 0:
+                await send_email(to="a@x", body="zero")
+            case 3 | 5:
+                await notify(msg="odd")
+            case _:
+                await lookup(x=8)
+    '''),
+    case('while_else_and_nested_def_in_loop', '''
+        c = 0
+        while c < n:
+            c += 1
+            async def step(k: int) -> int:
+                return await lookup(x=k * 4)
+            await step(c)
+        else:
+            await send_email(to="a@x", body="done")
+    '''),
+    case('lambda_returning_a_gather', '''
+        import asyncio
+        both = lambda k: asyncio.gather(lookup(x=k), lookup(x=k + 4))
+        for i in range(2):
+            await both(i * 8)
+        await notify(msg="x")
+    '''),
+    case('settled_directly', '''
+        r = await settled(check_entitlement(ticket_id=t))
+        if r["ok"]:
+            await issue_refund(ticket_id=t, cents=10)
+        else:
+            await send_email(to="ops@x", body=r.get("error", ""))
+    '''),
+    case('callee_in_a_dict', '''
+        table = {"mail": send_email}
+        for i in range(n):
+            await table["mail"](to="a@x", body=str(i))
+    '''),
+    case('refund_in_loop_after_one_check', '''
+        e = await check_entitlement(ticket_id=t)
+        for i in range(n):
+            await issue_refund(ticket_id=t, cents=e["max_cents"])
+    '''),
+    case('return_inside_finally_loop', '''
+        async def attempt(k: int) -> int:
+            for i in range(3):
+                try:
+                    return await lookup(x=k + i)
+                except Exception:
+                    await send_email(to="ops@x", body=str(i))
+            return -1
+        await attempt(n)
+        await attempt(3)
+        await notify(msg="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
