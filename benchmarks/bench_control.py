@@ -8,7 +8,8 @@
    (with rules - without) / N within a round, set against a whole host tool call (the run without
    rules / N). The rule check itself is also timed directly (`refusal` against a run's ledger), which
    the end-to-end difference is too noisy to resolve on a busy machine.
-2. `Harness.analyze` on a 200-line script, against the type check of the same script (`Harness.check`,
+2. `Harness.analyze` on a 200-line script with helpers (defs called in loops, gathers over a helper),
+   against the type check of the same script (`Harness.check`,
    which runs the analysis too, so the ratio is if anything flattering to the check). Every iteration
    gets fresh text (the check caches by text).
 
@@ -83,10 +84,19 @@ def direct_check(quick: bool) -> float:
 
 
 def long_script() -> str:
+    """200 lines of helpers as a model writes them: a shared helper called in loops and from other helpers,
+    and per block a helper gathered over a comprehension (the analysis follows each call where it is made)."""
+    head = '''import asyncio
+total = 0
+
+async def score(path: str, i: int) -> int:
+    r = await step(k=path, i=i)
+    return r if r > 0 else 0
+'''
     block = '''
 async def review_{n}(path: str) -> int:
     try:
-        r = await step(k=path, i={n})
+        r = await score(path, {n})
     except Exception:
         r = 0
     return r
@@ -94,12 +104,14 @@ async def review_{n}(path: str) -> int:
 x{n} = await begin(k="p{n}")
 if x{n}["ok"]:
     vals{n} = await asyncio.gather(*[review_{n}("f" + str(i)) for i in range(3)])
+    for i in range(2):
+        total += await score("g{n}", i)
     for v in vals{n}:
         total += v
 else:
     total -= 1
 '''
-    text = 'import asyncio\ntotal = 0\n' + ''.join(block.format(n=n) for n in range(14))
+    text = head + ''.join(block.format(n=n) for n in range(12))
     lines = text.splitlines()
     assert len(lines) >= 200, len(lines)
     return '\n'.join(lines[:200]) + '\n' if lines[199].strip() == '' else text

@@ -84,9 +84,9 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         call_concurrency: `{callee name: n}`, calls of that callee in flight at once within a run.
         max_repeats: the same call (callee and arguments) more often than this in one script stops
             it as stuck (default 10); `None`: no limit.
-        strict: a script that *can* break a `requires=` rule, or that loops without a literal
-            bound over a side-effecting callee, fails the check (nothing runs); otherwise these
-            are `CheckReport.warnings` and the rules are still enforced at every call.
+        strict: a script that *can* break a `requires=` rule, that can call a side-effecting
+            callee without bound, or whose analysis is incomplete, fails the check (nothing runs);
+            otherwise these are `CheckReport.warnings` and the rules are still enforced at every call.
         limits: sandbox limits: `max_duration_secs` (sandbox CPU time; waiting on calls does not
             count), `max_memory` (bytes), `max_suspensions`. Unknown keys raise.
         max_workers: size of the sandbox worker pool (a paused workflow holds one worker).
@@ -185,7 +185,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
-        found = self.analyze(code).violations
+        found = self.analyze(code).findings  # strict: no path may break a rule, every call is accounted for
         if self.strict and found:
             return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in found))
         return dataclasses.replace(report, warnings=found)
@@ -267,7 +267,7 @@ class Harness(Registry, Approvals, Orchestration, _SettingsAttributes):
         if not (self.strict and self.type_check):
             return []
         try:
-            return self.analyze(code, allow=access.allow, deny=access.deny).violations
+            return self.analyze(code, allow=access.allow, deny=access.deny).findings
         except SyntaxError:
             return []  # the type check reports it, with ty's message
 

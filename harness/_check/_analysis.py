@@ -1,33 +1,39 @@
-"""Static analysis of a script before it runs: every call it can make, and which rules a path can break.
+"""Static analysis of a script before it runs: every call it can make, how often, in what order, and
+which rules a path can break.
 
-The analysis reads the script's syntax tree (nothing runs) and is an upper bound: every call a run
-of the script can make is a call site here, or, when a callee is used as a value (an alias, a list
-of functions), a `dynamic` use, never silently missed: a call through such a value is dispatched
-like a direct one, but where and in what order cannot be read from the source. Each site knows whether it sits in a loop
-(with the loop's literal bound, or none), in a gather, or in an `except` branch.
+The analysis reads the script's syntax tree (nothing runs). What it guarantees, when `complete`:
+- every call a run of the script makes is a `CallSite` of `calls` at its line, or a call through a
+  callee used as a value (an alias, a list of functions), which is a `dynamic` use at the line of the
+  value (where and in what order such a value is called cannot be read from the source);
+- the calls a run makes at one (callee, line) are at most the sum of `max_calls` over its sites there;
+  `bounds` sums them per callee (None: unbounded, or used as a value);
+- every transition a run makes between consecutive calls at sites, including `start` to its first call
+  and its last call to `end`, is an edge of `edges` between nodes of those sites;
+- every `requires=` rule some path can break is in `violations`.
+This holds across the script's own functions (each call of a helper is analysed where it is made),
+recursion, lambdas, default arguments, comprehensions, short-circuit and conditional expressions,
+try/except/finally, loops, joins, and names that shadow a callee: `_flow` says how. What the analysis
+cannot follow (`eval`/`exec`, names looked up by a computed string) is listed in `incomplete` with its
+line; the checker refuses it in workflow scripts, with classes and shadowed callee names (`_refusals`),
+and `Harness(strict=True)` refuses an incomplete analysis.
 
-Rules (`requires=`) are checked along the script's control flow with a must-analysis: at each call
-site, the set of callees that have certainly completed successfully on every path to it. A site
-whose predecessor is not certain is a violation ("issue_refund can run before check_entitlement").
+Rules (`requires=`) are checked along the control flow with a must-analysis: at each call site, the
+set of callees that have certainly completed successfully on every path to it. A site whose
+predecessor is not certain is a violation ("issue_refund can run before check_entitlement").
 Conditions on values (`same=`, `when=`) cannot be decided statically; they are enforced at every
-call at run time. Calls inside helper functions defined in the script are analysed as if the
-helper could be called first thing.
+call at run time.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
-import math
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._catalog._rules import Access, After
-
-GATHERS = frozenset({'gather', 'settle_all'})
-"""Join helpers whose arguments run concurrently (`asyncio.gather`, `settle_all`)."""
-SUCCESS_JOINS = frozenset({'gather'})
-"""Joins that succeed only if every argument did: their arguments are certainly done after the await."""
+from ._flow import DRAWN, Context, Walker, max_calls
+from ._refusals import unfollowable
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,9 @@ class Analysis:
     nodes: list[CallSite] = field(default_factory=list)
     """The flow graph's nodes: call sites (index = node id); 'start' and 'end' are implicit."""
     edges: list[tuple[str, str, str]] = field(default_factory=list)
-    """(from, to, kind): ids `n<i>`, `start`, `end`; kind `next` or `loop` (back to a loop's start)."""
+    """(from, to, kind): ids `n<i>`, `start`, `end`. The flow as written is `next` and `loop` (back to a loop's
+    start); `beside` (calls of a join's arguments, which interleave), `raise` (to the end) and `any` (to and
+    from a function used as a value) complete the over-approximation and are not drawn."""
     siblings: set[tuple[str, str]] = field(default_factory=set)
     """(a, b) and (b, a) for nodes in different arguments of one join: they run beside each other, so an
     edge between them (a loop's edge back) is never how a run goes from one to the other in one turn."""
@@ -72,6 +80,12 @@ class Analysis:
     def complete(self) -> bool:
         """Whether every call the script can make is accounted for by `calls` and `dynamic`."""
         return not self.incomplete
+
+    @property
+    def findings(self) -> list[str]:
+        """What `check` warns of (and `strict=True` refuses): the violations, then what could not be followed."""
+        return [*self.violations, *(f'line {line}: {reason}; the analysis cannot tell which calls it makes, so '
+                                    'strict mode refuses the script' for line, reason in self.incomplete)]
 
     @property
     def bounds(self) -> dict[str, int | None]:
@@ -98,18 +112,26 @@ class Analysis:
     def text(self) -> str:
         """The analysis as lines a person reads (`harness check --graph`)."""
         lines = [f'callees: {", ".join(sorted(self.callees)) or "none"}']
+        bounds = self.bounds
+        if bounds:
+            lines.append('most calls: ' + ', '.join(
+                f'{callee} {"unbounded" if bound is None else bound}' for callee, bound in sorted(bounds.items())))
         for site in self.calls:
-            where = []
-            if site.in_loop:
-                where.append(f'loop x{site.loop_bound}' if site.loop_bound is not None else 'loop (unbounded)')
+            where = ['unbounded' if site.max_calls is None else f'max {site.max_calls}']
             if site.in_gather:
                 where.append('gather')
             if site.in_except:
                 where.append('except')
-            lines.append(f'  line {site.line}: {site.callee}' + (f'  [{", ".join(where)}]' if where else ''))
-        lines.extend(f'  line {site.line}: {site.callee} used as a value (dynamic)' for site in self.dynamic)
+            lines.append(f'  line {site.line}: {site.callee}  [{", ".join(where)}]')
+        lines.extend(f'  line {site.line}: {site.callee} used as a value (dynamic, unbounded)' for site in self.dynamic)
         lines.extend(f'violation: {v}' for v in self.violations)
+        lines.extend(f'incomplete: line {line}: {reason}' for line, reason in self.incomplete)
         return '\n'.join(lines)
+
+    @property
+    def flow(self) -> list[tuple[str, str, str]]:
+        """The edges of the flow as written (`next`, `loop`): what `mermaid` draws and `path` follows."""
+        return [edge for edge in self.edges if edge[2] in DRAWN]
 
     def mermaid(self, taken: Sequence[tuple[str, int | None]] = ()) -> str:
         """A flowchart of the script's possible calls; with `taken` ((callee, line) in call order, as a
@@ -117,14 +139,15 @@ class Analysis:
         path = self.path(taken)
         lines = ['flowchart TD', '  start([start])', '  end_([end])']
         lines.extend(f'  n{i}["{site.callee}<br/>line {site.line}"]' for i, site in enumerate(self.nodes))
-        for src, dst, kind in self.edges:
+        drawn = self.flow
+        for src, dst, kind in drawn:
             arrow = '==>' if (src, dst) in path else ('-.->' if kind == 'loop' else '-->')
             lines.append(f'  {_id(src)} {arrow} {_id(dst)}')
         visited = sorted({node for edge in path for node in edge if node.startswith('n')})
         if visited:
             lines.append('  classDef taken fill:#d4f7d4,stroke:#2a2;')
             lines.append(f'  class {",".join(visited)} taken;')
-        thick = [str(i) for i, (src, dst, _kind) in enumerate(self.edges) if (src, dst) in path]
+        thick = [str(i) for i, (src, dst, _kind) in enumerate(drawn) if (src, dst) in path]
         if thick:
             lines.append(f'  linkStyle {",".join(thick)} stroke:#2a2,stroke-width:3px;')
         return '\n'.join(lines)
@@ -145,7 +168,7 @@ class Analysis:
         sites: dict[tuple[str, int], list[str]] = {}
         for i, site in enumerate(self.nodes):
             sites.setdefault((site.callee, site.line), []).append(f'n{i}')
-        walk = _Walk(self.edges, self.siblings)
+        walk = _Walk(self.flow, self.siblings)
         turns: dict[tuple[str, int], int] = {}
         for callee, line in taken:
             if line is None or (callee, line) not in sites:
@@ -245,10 +268,17 @@ def analyze(
     Raises `SyntaxError` for a script that does not parse (the type check reports it first).
     """
     tree = ast.parse(code)
-    walker = _Walker(frozenset(callees), dict(requires or {}))
-    walker.block(tree.body, _State(frozenset(), {'start'}))
-    walker.finish()
-    result = walker.result
+    walker = Walker(tree, frozenset(callees), dict(requires or {}))
+    flow = walker.run()
+    sites = [_site(callee, line, context) for callee, line, context in flow.nodes]
+    result = Analysis(
+        calls=sites, nodes=list(sites), edges=flow.edges, siblings=flow.siblings,
+        dynamic=[dataclasses.replace(_site(callee, line, context), max_calls=None)
+                 for callee, line, context in flow.dynamic],
+        violations=list(dict.fromkeys(flow.violations)),  # a helper called twice breaks a rule once per line
+        incomplete=list(dict.fromkeys((getattr(node, 'lineno', 0), reason)
+                                      for node, reason in unfollowable(tree, walker.scopes))),
+    )
     effects = set(side_effects)
     access = access or Access()
     for site in result.calls:
@@ -261,247 +291,16 @@ def analyze(
                 f'line {site.line}: {site.callee} is used as a value, so the order of its calls cannot be checked '
                 'before the run; call it directly.'
             )
-    result.violations.extend(
-        f'line {site.line}: {site.callee} has side effects and is called in a loop with no literal bound.'
+    result.violations.extend(dict.fromkeys(
+        f'line {site.line}: {site.callee} has side effects and is called in a loop with no literal bound (or '
+        'through recursion, or in a function used as a value), so it can run any number of times.'
         for site in result.unbounded
         if site.callee in effects
-    )
+    ))
     return result
 
 
-@dataclass(frozen=True)
-class _State:
-    done: frozenset[str]
-    """Callees that certainly completed successfully on every path to here."""
-    frontier: set[str]
-    """Graph nodes that may have run last before here."""
-
-
-@dataclass
-class _Context:
-    loops: tuple[int | None, ...] = ()
-    gather: int = 0
-    except_: int = 0
-
-
-class _Walker:
-    def __init__(self, callees: frozenset[str], requires: dict[str, tuple[After, ...]]) -> None:
-        self.callees = callees
-        self.requires = requires
-        self.result = Analysis()
-        self.context = _Context()
-        self.ends: set[str] = set()
-
-    def finish(self) -> None:
-        for node in sorted(self.ends):
-            self.result.edges.append((node, 'end', 'next'))
-
-    # -- statements ----------------------------------------------------------------------------
-
-    def block(self, body: Sequence[ast.stmt], state: _State, *, top: bool = True) -> _State:
-        for stmt in body:
-            state = self.statement(stmt, state)
-        if top:
-            self.ends |= state.frontier
-        return state
-
-    def statement(self, stmt: ast.stmt, state: _State) -> _State:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-            for default in [*stmt.args.defaults, *stmt.args.kw_defaults, *stmt.decorator_list]:
-                if default is not None:
-                    state = self.expression(default, state)
-            saved, self.context = self.context, _Context()
-            self.block(stmt.body, _State(frozenset(), {'start'}), top=False)  # a helper may run first
-            self.context = saved
-            return state
-        if isinstance(stmt, ast.If):
-            state = self.expression(stmt.test, state)
-            yes = self.block(stmt.body, state, top=False)
-            no = self.block(stmt.orelse, state, top=False)
-            return _join(yes, no)
-        if isinstance(stmt, ast.For | ast.AsyncFor):
-            state = self.expression(stmt.iter, state)
-            return self.loop(stmt.body, stmt.orelse, state, _bound(stmt.iter))
-        if isinstance(stmt, ast.While):
-            state = self.expression(stmt.test, state)
-            return self.loop(stmt.body, stmt.orelse, state, None)
-        if isinstance(stmt, ast.Try | ast.TryStar):
-            return self.try_(stmt, state)
-        if isinstance(stmt, ast.With | ast.AsyncWith):
-            for item in stmt.items:
-                state = self.expression(item.context_expr, state)
-            return self.block(stmt.body, state, top=False)
-        if isinstance(stmt, ast.Match):
-            state = self.expression(stmt.subject, state)
-            branches = [self.block(case.body, state, top=False) for case in stmt.cases]
-            joined = state
-            for branch in branches:
-                joined = _join(joined, branch)
-            return joined
-        # Simple statements: their expressions, in order.
-        for child in ast.iter_child_nodes(stmt):
-            if isinstance(child, ast.expr):
-                state = self.expression(child, state)
-        return state
-
-    def loop(self, body: list[ast.stmt], orelse: list[ast.stmt], state: _State, bound: int | None) -> _State:
-        saved = self.context
-        self.context = _Context(loops=(*saved.loops, bound), gather=saved.gather, except_=saved.except_)
-        first = len(self.result.nodes)
-        inside = self.block(body, state, top=False)
-        entries = {dst for src, dst, _kind in self.result.edges if src in state.frontier and dst.startswith('n')
-                   and int(dst[1:]) >= first}
-        for src in sorted(inside.frontier - state.frontier):
-            for dst in sorted(entries):
-                self.result.edges.append((src, dst, 'loop'))
-        self.context = saved
-        # The body may run zero times: what it completes is not certain after the loop.
-        after = _State(state.done, state.frontier | inside.frontier)
-        return self.block(orelse, after, top=False)
-
-    def try_(self, stmt: ast.Try | ast.TryStar, state: _State) -> _State:
-        first = len(self.result.nodes)
-        body = self.block(stmt.body, state, top=False)
-        body = self.block(stmt.orelse, body, top=False)
-        raised = {f'n{i}' for i in range(first, len(self.result.nodes))}
-        # A handler may start after any call in the body failed: only what was done before is certain.
-        handler_start = _State(state.done, state.frontier | raised)
-        joined = body
-        saved = self.context
-        self.context = _Context(loops=saved.loops, gather=saved.gather, except_=saved.except_ + 1)
-        for handler in stmt.handlers:
-            joined = _join(joined, self.block(handler.body, handler_start, top=False))
-        self.context = saved
-        return self.block(stmt.finalbody, joined, top=False)
-
-    # -- expressions ---------------------------------------------------------------------------
-
-    def expression(self, expr: ast.expr, state: _State) -> _State:
-        """Visit `expr` in evaluation order; calls chain one after another, a gather's fan out."""
-        awaited: set[str] = set()
-        frontier = set(state.frontier)
-        frontier = self.visit(expr, state.done, frontier, awaited, direct_await=False)
-        return _State(state.done | awaited, frontier)
-
-    def visit(self, node: ast.AST, done: frozenset[str], frontier: set[str], awaited: set[str], *,
-              direct_await: bool) -> set[str]:
-        if isinstance(node, ast.Await):
-            return self.visit(node.value, done, frontier, awaited, direct_await=True)
-        if isinstance(node, ast.Call):
-            return self.call(node, done, frontier, awaited, direct_await=direct_await)
-        if isinstance(node, ast.Name) and node.id in self.callees and isinstance(node.ctx, ast.Load):
-            self.result.dynamic.append(self.site(node.id, node.lineno))
-            return frontier
-        if isinstance(node, ast.Lambda):
-            saved, self.context = self.context, _Context()
-            self.visit(node.body, frozenset(), {'start'}, set(), direct_await=False)
-            self.context = saved
-            return frontier
-        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
-            return self.comprehension(node, done, frontier, awaited)
-        for child in ast.iter_child_nodes(node):
-            frontier = self.visit(child, done, frontier, awaited, direct_await=False)
-        return frontier
-
-    def call(self, node: ast.Call, done: frozenset[str], frontier: set[str], awaited: set[str], *,
-             direct_await: bool) -> set[str]:
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in self.callees:
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
-                frontier = self.visit(arg, done, frontier, awaited, direct_await=False)
-            site = self.site(func.id, node.lineno)
-            self.result.calls.append(site)
-            self.check_rules(site, done | awaited)
-            node_id = f'n{len(self.result.nodes)}'
-            self.result.nodes.append(site)
-            self.result.edges.extend((src, node_id, 'next') for src in sorted(frontier))
-            if direct_await:
-                awaited.add(func.id)
-            return {node_id}
-        join = _join_name(func)
-        if join is None:
-            frontier = self.visit(func, done, frontier, awaited, direct_await=False)
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
-                frontier = self.visit(arg, done, frontier, awaited, direct_await=False)
-            return frontier
-        # A join: its arguments start together from the same point and end together; none of them
-        # is certainly done before another starts.
-        self.context.gather += 1
-        branches: set[str] = set()
-        before = set(awaited)
-        finished: set[str] = set()
-        arms: list[list[str]] = []
-        for arg in [*node.args, *(k.value for k in node.keywords)]:
-            direct = isinstance(arg, ast.Call) and direct_await and join in SUCCESS_JOINS
-            seen = set(before)
-            first = len(self.result.nodes)
-            branches |= self.visit(arg, done, set(frontier), seen, direct_await=direct)
-            arms.append([f'n{i}' for i in range(first, len(self.result.nodes))])
-            if direct:
-                finished |= seen - before
-        self.context.gather -= 1
-        for i, arm in enumerate(arms):
-            for a, b in itertools.product(arm, itertools.chain.from_iterable(arms[:i])):
-                self.result.siblings |= {(a, b), (b, a)}
-        awaited |= finished
-        return branches or frontier
-
-    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
-                      done: frozenset[str], frontier: set[str], awaited: set[str]) -> set[str]:
-        bound: int | None = 1
-        for generator in node.generators:
-            frontier = self.visit(generator.iter, done, frontier, awaited, direct_await=False)
-            this = _bound(generator.iter)
-            bound = None if bound is None or this is None or generator.ifs else bound * this
-        saved = self.context
-        self.context = _Context(loops=(*saved.loops, bound), gather=saved.gather, except_=saved.except_)
-        parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        parts += [cond for generator in node.generators for cond in generator.ifs]
-        inner = set(frontier)
-        for part in parts:
-            inner = self.visit(part, done, inner, set(), direct_await=False)
-        self.context = saved
-        return frontier | inner
-
-    def site(self, callee: str, line: int) -> CallSite:
-        loops = self.context.loops
-        bound = None if not loops or any(b is None for b in loops) else math.prod(b for b in loops if b is not None)
-        return CallSite(callee, line, in_loop=bool(loops), loop_bound=bound, in_gather=self.context.gather > 0,
-                        in_except=self.context.except_ > 0, max_calls=bound if loops else 1)
-
-    def check_rules(self, site: CallSite, done: frozenset[str]) -> None:
-        for rule in self.requires.get(site.callee, ()):
-            if rule.callee not in done:
-                self.result.violations.append(
-                    f'line {site.line}: {site.callee} can run before {rule.callee} has succeeded'
-                    f'{rule.conditions()}; at run time such a call is refused.'
-                )
-
-
-def _join(a: _State, b: _State) -> _State:
-    return _State(a.done & b.done, a.frontier | b.frontier)
-
-
-def _join_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute) and func.attr in GATHERS:
-        return func.attr
-    if isinstance(func, ast.Name) and func.id in GATHERS:
-        return func.id
-    return None
-
-
-def _bound(iterable: ast.expr) -> int | None:
-    """How many times a `for` over `iterable` runs, when the source says so literally."""
-    if isinstance(iterable, ast.List | ast.Tuple | ast.Set) and not any(
-        isinstance(e, ast.Starred) for e in iterable.elts
-    ):
-        return len(iterable.elts)
-    if isinstance(iterable, ast.Dict):
-        return len(iterable.keys)
-    if isinstance(iterable, ast.Constant) and isinstance(iterable.value, str | bytes):
-        return len(iterable.value)
-    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == 'range':
-        values = [a.value for a in iterable.args if isinstance(a, ast.Constant) and isinstance(a.value, int)]
-        if len(values) == len(iterable.args) and 1 <= len(values) <= 3:
-            return len(range(*values))
-    return None
+def _site(callee: str, line: int, context: Context) -> CallSite:
+    bound = max_calls(context)
+    return CallSite(callee, line, in_loop=bool(context.loops), loop_bound=bound if context.loops else None,
+                    in_gather=context.gather, in_except=context.except_, max_calls=bound)

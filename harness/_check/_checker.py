@@ -29,7 +29,7 @@ from typing import Any
 import pydantic_monty as monty
 
 from .._sandbox._pool import SandboxPool
-from ._hints import DIAGNOSTIC, lint, unsupported_syntax, with_hints
+from ._hints import DIAGNOSTIC, lint, stub_functions, unsupported_syntax, with_hints
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class Checker:
         return report
 
     async def _check(self, stubs: str, code: str) -> CheckReport:
-        refused = lint(code)
+        refused = lint(code, stub_functions(stubs))
         if refused:
             return failed_report(with_hints('\n'.join(refused), code, stubs))
         async with self._slot():

@@ -1,5 +1,6 @@
 """What the model reads when a check fails: ty's messages, each followed by a one-line hint for the
-mistakes models make, and the sandbox's own refusals of what ty accepts but Monty cannot run.
+mistakes models make, the sandbox's own refusals of what ty accepts but Monty cannot run, and the
+refusals of what would hide a script's calls from the analysis before the run (`_refusals`).
 
 A hint says what to write instead. It is derived from the diagnostic, the script line it points at,
 and the stubs (the catalog's signatures and result types), so it names the model's own functions.
@@ -12,7 +13,10 @@ import copy
 import functools
 import keyword
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from ._refusals import refusals
+from ._scopes import Scopes
 
 DIAGNOSTIC = re.compile(
     r'^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>\w+)\[(?P<rule>[\w-]+)\] (?P<message>.*)$'
@@ -30,19 +34,21 @@ TYPING = frozenset({'Any', 'Literal', 'Optional', 'Union', 'Callable'})
 """Names from typing a script must import to annotate with (the stubs' imports are not the script's);
 measured to import in the sandbox (`TypedDict`, `NotRequired`, `Awaitable` check but fail to import)."""
 UNSUPPORTED_SYNTAX = {
-    'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts), or a class with no base class',
+    'class inheritance': 'use plain dicts (the stubs\' TypedDicts are dicts) and functions',
     'yield': 'build and return a list instead of a generator',
 }
 
 
-def lint(code: str) -> list[str]:
-    """What ty accepts but the sandbox cannot run, as diagnostics in ty's format."""
+def lint(code: str, functions: Iterable[str] = ()) -> list[str]:
+    """What ty accepts but the sandbox cannot run, or what would hide the script's calls from the analysis
+    (`functions`: the names the stubs define, which the script must not rebind), as diagnostics in ty's format."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return []  # ty reports it
+    found = [f'workflow.py:{getattr(node, "lineno", 1)}:{getattr(node, "col_offset", 0) + 1}: error[not-analyzable] '
+             f'{message}' for node, message in refusals(tree, Scopes(tree), set(functions))]
     made = _lists(tree)
-    found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             found += _keyword_joins(node)
@@ -103,6 +109,11 @@ def _list_to_next(node: ast.Call, made: dict[str, ast.Assign]) -> str | None:
     if isinstance(arg, ast.Name) and arg.id in made:
         return f'`{arg.id}` (made on line {made[arg.id].lineno}) is a list'
     return None
+
+
+def stub_functions(stubs: str) -> set[str]:
+    """The functions the stubs define: the catalog's callees and the join helpers."""
+    return set(re.findall(r'^(?:async )?def (\w+)\(', stubs, re.M))
 
 
 def unsupported_syntax(display: str, rule: str = 'unsupported-syntax') -> str:
