@@ -516,6 +516,141 @@ HAND: list[Case] = [
         await attempt(3)
         await notify(msg="x")
     '''),
+    case('coroutines_kept_then_gathered', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            a = await lookup(x=k * 4)
+            return a + await lookup(x=k * 4 + 1)
+        ps = [pair(i) for i in range(3)]
+        await send_email(to="a@x", body="between")
+        await asyncio.gather(*ps)
+        await notify(msg="x")
+    '''),
+    case('coroutines_appended_in_a_loop', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            return await lookup(x=k * 4)
+        aws = []
+        for i in range(n):
+            aws.append(pair(i))
+            aws.append(lookup(x=i * 8))
+        await asyncio.gather(*aws)
+        await send_email(to="a@x", body="x")
+    '''),
+    case('forward_reference_between_helpers', '''
+        async def first(k: int) -> int:
+            return await second(k) + await second(k + 4)
+        async def second(k: int) -> int:
+            return await lookup(x=k)
+        for i in range(2):
+            await first(i * 8)
+    '''),
+    case('helper_alias_and_default_helper', '''
+        async def mail(i: int) -> bool:
+            return await send_email(to="a@x", body=str(i))
+        g = mail
+        async def run(f=mail) -> bool:
+            return await f(0)
+        for i in range(3):
+            await g(i)
+            await run()
+    '''),
+    case('function_returning_a_call', '''
+        def start(k: int):
+            return lookup(x=k)
+        def later(k: int):
+            return lambda: lookup(x=k)
+        for i in range(3):
+            await start(i * 4)
+            await later(i * 4)()
+    '''),
+    case('loop_bounds_of_every_shape', '''
+        for ch in "abc":
+            await lookup(x=0)
+        for i in range(10, 0, -3):
+            await lookup(x=4)
+        for x in [await lookup(x=8), await lookup(x=12)]:
+            await notify(msg=str(x))
+        while False:
+            await send_email(to="a@x", body="never")
+    '''),
+    case('exception_from_a_helper', '''
+        async def risky(k: int) -> int:
+            v = await lookup(x=k)
+            return v
+        for i in range(n):
+            try:
+                await risky(i)
+            except Exception:
+                await send_email(to="ops@x", body=str(i))
+                continue
+            await notify(msg=str(i))
+    '''),
+    case('finally_runs_on_return', '''
+        async def guarded(k: int) -> int:
+            try:
+                return await lookup(x=k)
+            finally:
+                await send_email(to="a@x", body="finally")
+        try:
+            await guarded(n)
+        except Exception:
+            await notify(msg="failed")
+        await guarded(0)
+    '''),
+    case('helper_in_a_comprehension_condition', '''
+        async def pred(k: int) -> bool:
+            return await lookup(x=k) > 2
+        xs = [i for i in range(4) if await pred(i * 4)]
+        await send_email(to="a@x", body=str(xs))
+    '''),
+    case('conditional_awaitables', '''
+        import asyncio
+        v = await (lookup(x=1) if flag else lookup(x=2))
+        r = await asyncio.gather(lookup(x=4) if flag else notify(msg="x"), lookup(x=8))
+        await send_email(to="a@x", body=str(v))
+    '''),
+    case('identity_and_wrapping_decorators', '''
+        def same(f):
+            return f
+        def twice(f):
+            async def wrapper(k: int) -> int:
+                await f(k)
+                return await f(k + 4)
+            return wrapper
+        @same
+        async def one(k: int) -> int:
+            return await lookup(x=k)
+        @twice
+        async def two(k: int) -> int:
+            return await lookup(x=k + 8)
+        await one(0)
+        await two(n * 4)
+        await notify(msg="x")
+    ''', complete=None),
+    case('defaults_evaluated_per_definition', '''
+        for i in range(3):
+            async def g(v=lookup(x=i * 4)) -> int:
+                return await v
+            await g()
+        f = lambda w=send_email(to="a@x", body="default"): w
+        await f()
+    '''),
+    case('shared_state_in_recursive_helper', '''
+        state = {"count": 0}
+        async def bump() -> None:
+            state["count"] += 1
+            if state["count"] < 4:
+                await lookup(x=state["count"] * 4)
+                await bump()
+        await bump()
+        await send_email(to="a@x", body=str(state))
+    '''),
+    case('loop_over_a_conditional_range', '''
+        for i in (range(3) if flag else range(5)):
+            await lookup(x=i * 4)
+        await notify(msg="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
