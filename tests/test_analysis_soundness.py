@@ -181,7 +181,7 @@ def numbered(code: str) -> str:
     return '\n'.join(f'{i:3} | {line}' for i, line in enumerate(code.splitlines(), 1))
 
 
-def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[str, Any]]) -> None:
+def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[str, Any]], *, idle: bool) -> None:
     """Check, analyse and run `c` under each of `inputs`; fail with every miss."""
     report = h.check(c.code, inputs=inputs[0])
     if c.refused:
@@ -196,22 +196,27 @@ def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[
         assert a.incomplete and all(isinstance(line, int) for line, _reason in a.incomplete), a.incomplete
         assert strict is not None and not strict.check(c.code, inputs=inputs[0]).ok, 'strict accepted it'
         return
-    failures = held(h, c.code, a, inputs)
+    failures = held(h, c.code, a, inputs, idle=idle)
     if failures:
         pytest.fail(f'{c.name}: the analysis missed what a run did\n{numbered(c.code)}\n' + '\n'.join(failures)
                     + f'\nanalysis:\n{a.text()}', pytrace=False)
 
 
-def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]]) -> list[str]:
-    """Run `code` under each of `inputs`; per run that did something `a` does not report, what it did."""
+def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]], *, idle: bool = True) -> list[str]:
+    """Run `code` under each of `inputs`; per run that did something `a` does not report, what it did.
+    `idle=False`: a script that makes no call under any of them tests nothing, and fails too."""
     joined = joined_lines(code)
     failures = []
+    made = 0
     for values in inputs:
         calls, ended = run(h, code, values)
+        made += len(calls)
         found = misses(a, calls, ended=ended, joined=joined)
         if found:
             journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
             failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
+    if not made and not idle:
+        failures.append('no run made a call: the script tests nothing')
     return failures
 
 
@@ -233,18 +238,18 @@ def coarsest(code: str) -> Analysis:
 
 @pytest.mark.parametrize('c', HAND, ids=[c.name for c in HAND])
 def test_hand_written(desk: Harness, strict_desk: Harness, c: Case) -> None:
-    differential(desk, strict_desk, c, INPUTS)
+    differential(desk, strict_desk, c, INPUTS, idle=False)
 
 
 @pytest.mark.parametrize('seed', DEFAULT_SEEDS)
 def test_generated(desk: Harness, seed: int) -> None:
-    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2::2])
+    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2::2], idle=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('seed', SLOW_SEEDS)
 def test_generated_slow(desk: Harness, seed: int) -> None:
-    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS)
+    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS, idle=True)
 
 
 # -- the oracle itself: it asks only what is true of every run, and it sees what an analysis leaves out ----------

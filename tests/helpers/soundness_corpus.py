@@ -651,6 +651,102 @@ HAND: list[Case] = [
             await lookup(x=i * 4)
         await notify(msg="x")
     '''),
+    case('sorted_with_a_calling_key', '''
+        async def score(k: int) -> int:
+            return await lookup(x=k * 4)
+        keys = [score(k) for k in range(3)]
+        vals = [await c for c in keys]
+        best = sorted(range(3), key=lambda i: vals[i])
+        await send_email(to="a@x", body=str(best))
+    '''),
+    case('fire_and_forget_call', '''
+        pending = lookup(x=4)
+        for i in range(2):
+            pending = send_email(to="a@x", body=str(i))
+        await lookup(x=8)
+    '''),
+    case('calls_in_loop_headers_and_conditions', '''
+        for i in range(await lookup(x=n)):
+            await notify(msg=str(i))
+        for j in [await lookup(x=0)] * 3:
+            await lookup(x=j * 4)
+        c = 0
+        while await lookup(x=c * 4) < 9:
+            c += 1
+        await send_email(to="a@x", body=str(c))
+    '''),
+    case('calls_in_elif_and_assert_message', '''
+        if n == 0:
+            await lookup(x=0)
+        elif await lookup(x=n * 4) > 5:
+            await notify(msg="big")
+        elif await notify(msg="small"):
+            await send_email(to="a@x", body="small")
+        try:
+            assert flag, await lookup(x=12)
+        except AssertionError:
+            await send_email(to="ops@x", body="assert")
+    '''),
+    case('calls_in_subscripts_slices_and_keys', '''
+        xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        d = {await lookup(x=0): await lookup(x=4)}
+        v = xs[await lookup(x=0):await lookup(x=8)]
+        d[await lookup(x=12)] = 1
+        await send_email(to="a@x", body=str([d, v, xs[await lookup(x=n * 4) % 10]]))
+    '''),
+    case('chained_short_circuits', '''
+        a = flag and await lookup(x=1) or await notify(msg="or")
+        b = (not flag) or (await lookup(x=n) > 2 and await notify(msg="and"))
+        c = await lookup(x=4) if flag else (await lookup(x=8) if n > 2 else await notify(msg="else"))
+        await send_email(to="a@x", body=str([a, b, c]))
+    '''),
+    case('raise_from_plain_code', '''
+        for i in range(4):
+            try:
+                v = await lookup(x=i)
+                d = {"a": 1}
+                if v > n:
+                    d["missing"] += 1
+                await notify(msg="fine")
+            except KeyError:
+                await send_email(to="ops@x", body="key")
+            except Exception:
+                await send_email(to="ops@x", body="other")
+                raise
+    '''),
+    case('break_in_finally_and_try_in_while', '''
+        c = 0
+        while c < 5:
+            c += 1
+            try:
+                await lookup(x=c + n)
+            except Exception:
+                await send_email(to="ops@x", body="e")
+            finally:
+                if c == 3:
+                    break
+            await notify(msg=str(c))
+        else:
+            await send_email(to="a@x", body="no break")
+    '''),
+    case('list_of_helper_coroutines_awaited_in_loop', '''
+        async def one(k: int) -> int:
+            await lookup(x=k)
+            return await lookup(x=k + 8)
+        for co in [one(0), one(4), one(n)]:
+            await co
+            await notify(msg="x")
+    '''),
+    case('first_of_quorum_within_of_helpers_in_loop', '''
+        async def two(k: int) -> int:
+            await lookup(x=k)
+            return await lookup(x=k + 4)
+        for i in range(2):
+            await first_of(two(i * 8), lookup(x=n))
+            await quorum(1, two(i), two(i + 8))
+            await within(3, two(i * 8))
+        await notify(msg="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
