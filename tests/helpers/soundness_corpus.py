@@ -817,15 +817,19 @@ HAND: list[Case] = [
 
 
 class Grammar:
-    """A random script over the catalog: helpers (one of them recursive, bounded by its argument), loops with
-    literal and input bounds, while loops with counters, try/except/else/finally, break/continue, early
-    returns, gathers and settle_all over calls and helpers, comprehensions, short-circuit and conditional
-    expressions. Every script it writes type-checks; its arguments depend on the inputs, so runs differ."""
+    """A random script over the catalog: helpers (one recursive, bounded by its argument; one a lambda; helpers
+    calling earlier ones), loops with literal and input bounds (with `else`), while loops with counters and
+    calls in their conditions, try/except/else/finally, raise, break/continue, early returns, gathers,
+    settle_all, first_of, quorum and within over calls and helpers, a helper's coroutine awaited later,
+    comprehensions, match, short-circuit and conditional expressions. Every script it writes type-checks;
+    its arguments and conditions depend on the inputs, so runs of one script differ."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.helpers: list[str] = []
         self.lines: list[str] = []
+        self.kept = 0
+        """Coroutines kept in a variable to be awaited later (`p0`, `p1`...)."""
 
     def script(self) -> str:
         rng = self.rng
@@ -834,9 +838,18 @@ class Grammar:
             self.function('rec', recursive=True)
         for i in range(rng.randint(0, 3)):
             self.function(f'h{i}')
+        if rng.random() < 0.3:
+            self.emit(0, f'f0 = lambda k: {self.call(["k"])}')
+            self.helpers.append('f0')
         self.emit(0, 'v = 0')
+        caught = rng.random() < 0.5  # half the scripts catch what escapes, so more runs reach their end
+        if caught:
+            self.emit(0, 'try:')
         for _ in range(rng.randint(1, 3)):
-            self.block(1, 0, in_loop=False, in_function=False, names=['n'])
+            self.block(1, int(caught), in_loop=False, in_function=False, names=['n'], in_try=caught)
+        if caught:
+            self.emit(0, 'except Exception:')
+            self.emit(1, 'await send_email(to="ops@x", body="gave up")')
         return '\n'.join(self.lines) + '\n'
 
     def function(self, name: str, *, recursive: bool = False) -> None:
@@ -854,9 +867,10 @@ class Grammar:
     def emit(self, indent: int, text: str) -> None:
         self.lines.append('    ' * indent + text)
 
-    def block(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str]) -> None:
+    def block(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str],
+              in_try: bool = False) -> None:
         for _ in range(self.rng.randint(1, 4 if depth < 3 else 2)):
-            self.statement(depth, indent, in_loop=in_loop, in_function=in_function, names=names)
+            self.statement(depth, indent, in_loop=in_loop, in_function=in_function, names=names, in_try=in_try)
 
     # -- expressions
 
@@ -875,6 +889,7 @@ class Grammar:
         return rng.choice([
             'flag', 'not flag', f'n > {rng.randint(0, 4)}', f'v % 2 == {rng.randint(0, 1)}',
             f'{rng.choice([*names, "v"])} < {rng.randint(1, 6)}', 't.startswith("T")',
+            f'await {self.call(names)} > {rng.randint(2, 8)}',
         ])
 
     def ticket(self) -> str:
@@ -886,86 +901,59 @@ class Grammar:
             return f'{self.rng.choice(self.helpers)}({self.int_expr(names)})'
         return f'lookup(x={self.int_expr(names)})'
 
+    def iterable(self) -> str:
+        rng = self.rng
+        return rng.choice([f'range({rng.randint(0, 3)})', 'range(n)', f'[{rng.randint(0, 5)}, {rng.randint(0, 5)}]'])
+
     # -- statements
 
-    def statement(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str]) -> None:
+    def statement(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str],
+                  in_try: bool = False) -> None:
         rng = self.rng
         kinds = ['call', 'call', 'notify', 'email', 'check', 'refund', 'short', 'ternary']
+        if in_try:  # raised where a handler may catch it (most of the time), so runs go on
+            kinds += ['raise']
         if depth < 3:
-            kinds += ['if', 'for', 'while', 'try', 'gather', 'settle', 'comprehension']
+            kinds += ['if', 'for', 'while', 'try', 'join', 'comprehension', 'kept', 'match']
         if in_loop:
             kinds += ['break', 'continue']
         if in_function:
             kinds += ['return']
         kind = rng.choice(kinds)
-        emit = self.emit
-        nested = {'in_function': in_function}
-        if kind in ('gather', 'settle') and rng.random() < 0.5:
-            kind = 'call'  # joins are common enough at half the weight; most scripts keep a checkable order
-        guard = self.guarded
-        if kind == 'call':
-            guard(indent, f'v += await {self.call(names)}')
-        elif kind == 'notify':
-            guard(indent, f'await notify(msg=str({self.int_expr(names)}))')
-        elif kind == 'email':
-            emit(indent, f'await send_email(to="a@x", body=str({self.int_expr(names)}))')
-        elif kind == 'check':
-            guard(indent, f'e = await check_entitlement(ticket_id={self.ticket()})')
-        elif kind == 'refund':
-            guard(indent, f'await issue_refund(ticket_id={self.ticket()}, cents={self.int_expr(names)})')
-        elif kind == 'short':
-            op = rng.choice(['or', 'and'])
-            guard(indent, f'b = {self.condition(names)} {op} await notify(msg="s")')
-        elif kind == 'ternary':
-            guard(indent, f'v = await {self.call(names)} if {self.condition(names)} else v')
-        elif kind == 'if':
-            emit(indent, f'if {self.condition(names)}:')
-            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-            if rng.random() < 0.5:
-                emit(indent, 'else:')
-                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-        elif kind == 'for':
-            var = f'i{depth}'
-            emit(indent, f'for {var} in {self.iterable()}:')
-            self.block(depth + 1, indent + 1, in_loop=True, names=[*names, var], **nested)
-        elif kind == 'while':
-            var = f'c{depth}'
-            emit(indent, f'{var} = 0')
-            emit(indent, f'while {var} < {rng.choice(["n", str(rng.randint(0, 3))])}:')
-            emit(indent + 1, f'{var} += 1')  # first, so a `continue` cannot skip it
-            self.block(depth + 1, indent + 1, in_loop=True, names=[*names, var], **nested)
-        elif kind == 'try':
-            emit(indent, 'try:')
-            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-            emit(indent, f'except {rng.choice(["Exception", "PermissionError", "RuntimeError"])}:')
-            self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-            if rng.random() < 0.3:
-                emit(indent, 'else:')
-                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-            if rng.random() < 0.3:
-                emit(indent, 'finally:')
-                self.block(depth + 1, indent + 1, in_loop=in_loop, names=names, **nested)
-        elif kind in ('gather', 'settle'):
-            join = 'asyncio.gather' if kind == 'gather' else 'settle_all'
-            if rng.random() < 0.4:
-                args = f'*[{self.call([*names, "j"])} for j in {self.iterable()}]'
-            else:
-                args = ', '.join(self.call(names) for _ in range(rng.randint(1, 3)))
-            emit(indent, f'vs = await {join}({args})')
+        where = {'in_loop': in_loop, 'in_function': in_function, 'names': names, 'in_try': in_try}
+        if kind in ('if', 'for', 'while', 'try', 'match', 'kept'):
+            getattr(self, f'compound_{kind}')(depth, indent, **where)
+        elif kind == 'join':
+            self.join(indent, names)
+        else:
+            self.simple(kind, indent, names)
+
+    def simple(self, kind: str, indent: int, names: list[str]) -> None:
+        rng = self.rng
+        expr = self.int_expr(names)
+        if kind == 'email':
+            self.emit(indent, f'await send_email(to="a@x", body=str({expr}))')
+        elif kind in ('break', 'continue', 'return', 'raise'):
+            self.emit(indent, f'if {self.condition(names)}:')
+            self.emit(indent + 1, {'return': 'return v', 'raise': 'raise ValueError("raised")'}.get(kind, kind))
         elif kind == 'comprehension':
             cond = f' if {self.condition([*names, "j"])}' if rng.random() < 0.5 else ''
-            emit(indent, f'v += len([await {self.call([*names, "j"])} for j in {self.iterable()}{cond}])')
-        elif kind in ('break', 'continue'):
-            emit(indent, f'if {self.condition(names)}:')
-            emit(indent + 1, kind)
-        elif kind == 'return':
-            emit(indent, f'if {self.condition(names)}:')
-            emit(indent + 1, 'return v')
+            self.emit(indent, f'v += len([await {self.call([*names, "j"])} for j in {self.iterable()}{cond}])')
+        else:
+            second = f' + await {self.call(names)}' if rng.random() < 0.3 else ''
+            self.guarded(indent, {
+                'call': f'v += await {self.call(names)}{second}',
+                'notify': f'await notify(msg=str({expr}))',
+                'check': f'e = await check_entitlement(ticket_id={self.ticket()})',
+                'refund': f'await issue_refund(ticket_id={self.ticket()}, cents={expr})',
+                'short': f'b = {self.condition(names)} {rng.choice(["or", "and"])} await notify(msg="s")',
+                'ternary': f'v = await {self.call(names)} if {self.condition(names)} else v',
+            }[kind])
 
     def guarded(self, indent: int, line: str) -> None:
-        """`line`, half the time in a try whose handler mails: a call that fails or is refused does not always
+        """`line`, most of the time in a try whose handler mails: a call that fails or is refused does not always
         end the run, so the rest of the script is reached too."""
-        if self.rng.random() < 0.5:
+        if self.rng.random() < 0.4:
             self.emit(indent, line)
             return
         self.emit(indent, 'try:')
@@ -973,9 +961,87 @@ class Grammar:
         self.emit(indent, f'except {self.rng.choice(["Exception", "PermissionError"])}:')
         self.emit(indent + 1, 'await send_email(to="ops@x", body="failed")')
 
-    def iterable(self) -> str:
+    def join(self, indent: int, names: list[str]) -> None:
         rng = self.rng
-        return rng.choice([f'range({rng.randint(0, 3)})', 'range(n)', f'[{rng.randint(0, 5)}, {rng.randint(0, 5)}]'])
+        kind = rng.choice(['asyncio.gather', 'settle_all', 'asyncio.gather', 'settle_all', 'first_of', 'quorum',
+                           'within'])
+        if kind == 'within':
+            self.emit(indent, f'v += await within(5, {self.call(names)})')
+            return
+        if kind in ('asyncio.gather', 'settle_all') and rng.random() < 0.4:
+            args = f'*[{self.call([*names, "j"])} for j in {self.iterable()}]'
+        else:
+            args = ', '.join(self.call(names) for _ in range(rng.randint(1, 3)))
+        if kind == 'quorum':
+            args = f'1, {args}'
+        self.guarded(indent, f'vs = await {kind}({args})')
+
+    def compound_if(self, depth: int, indent: int, **where: Any) -> None:
+        self.emit(indent, f'if {self.condition(where["names"])}:')
+        self.block(depth + 1, indent + 1, **where)
+        if self.rng.random() < 0.3:
+            self.emit(indent, f'elif {self.condition(where["names"])}:')
+            self.block(depth + 1, indent + 1, **where)
+        if self.rng.random() < 0.5:
+            self.emit(indent, 'else:')
+            self.block(depth + 1, indent + 1, **where)
+
+    def compound_for(self, depth: int, indent: int, **where: Any) -> None:
+        var = f'i{depth}'
+        self.emit(indent, f'for {var} in {self.iterable()}:')
+        self.block(depth + 1, indent + 1, **{**where, 'in_loop': True, 'names': [*where['names'], var]})
+        self.loop_else(depth, indent, **where)
+
+    def compound_while(self, depth: int, indent: int, **where: Any) -> None:
+        rng = self.rng
+        var = f'c{depth}'
+        self.emit(indent, f'{var} = 0')
+        test = f'{var} < {rng.choice(["n", str(rng.randint(0, 3))])}'
+        if rng.random() < 0.3:
+            test += f' and await {self.call(where["names"])} > {rng.randint(0, 6)}'
+        self.emit(indent, f'while {test}:')
+        self.emit(indent + 1, f'{var} += 1')  # first, so a `continue` cannot skip it
+        self.block(depth + 1, indent + 1, **{**where, 'in_loop': True, 'names': [*where['names'], var]})
+        self.loop_else(depth, indent, **where)
+
+    def loop_else(self, depth: int, indent: int, **where: Any) -> None:
+        if self.rng.random() < 0.25:
+            self.emit(indent, 'else:')
+            self.block(depth + 1, indent + 1, **where)
+
+    def compound_try(self, depth: int, indent: int, **where: Any) -> None:
+        rng = self.rng
+        self.emit(indent, 'try:')
+        self.block(depth + 1, indent + 1, **{**where, 'in_try': True})
+        for error in rng.sample(['ValueError', 'PermissionError', 'RuntimeError', 'Exception'], rng.randint(1, 2)):
+            self.emit(indent, f'except {error}:')
+            self.block(depth + 1, indent + 1, **where)
+        if rng.random() < 0.3:
+            self.emit(indent, 'else:')
+            self.block(depth + 1, indent + 1, **where)
+        if rng.random() < 0.3:
+            self.emit(indent, 'finally:')
+            self.block(depth + 1, indent + 1, **where)
+
+    def compound_match(self, depth: int, indent: int, **where: Any) -> None:
+        rng = self.rng
+        self.emit(indent, f'match {rng.choice(["n", "v % 4"])}:')
+        for value in rng.sample(range(4), rng.randint(1, 2)):
+            guard = f' if {self.condition(where["names"])}' if rng.random() < 0.4 else ''
+            self.emit(indent + 1, f'case {value}{guard}:')
+            self.block(depth + 1, indent + 2, **where)
+        if rng.random() < 0.5:
+            self.emit(indent + 1, 'case _:')
+            self.block(depth + 1, indent + 2, **where)
+
+    def compound_kept(self, depth: int, indent: int, **where: Any) -> None:
+        """A call or a helper's coroutine kept in a variable, awaited after more statements (or never, when
+        they return, break or raise first)."""
+        name = f'p{self.kept}'
+        self.kept += 1
+        self.emit(indent, f'{name} = {self.call(where["names"])}')
+        self.block(depth + 1, indent, **where)
+        self.emit(indent, f'v += await {name}')
 
 
 def generated(seed: int) -> str:
