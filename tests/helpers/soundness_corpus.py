@@ -747,6 +747,20 @@ HAND: list[Case] = [
             await within(3, two(i * 8))
         await notify(msg="x")
     '''),
+    case('assert_message_is_evaluated_only_on_failure', '''
+        try:
+            await lookup(x=0)
+            assert flag, await lookup(x=12)
+            await send_email(to="a@x", body="after")
+        except AssertionError:
+            await notify(msg="assert")
+    '''),
+    case('starred_argument_after_a_keyword', '''
+        async def g(*args: int, x: int = 0) -> int:
+            return x
+        await g(x=await lookup(x=0), *[await notify(msg="a")])
+        await send_email(to="a@x", body="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
@@ -912,7 +926,7 @@ class Grammar:
         rng = self.rng
         kinds = ['call', 'call', 'notify', 'email', 'check', 'refund', 'short', 'ternary']
         if in_try:  # raised where a handler may catch it (most of the time), so runs go on
-            kinds += ['raise']
+            kinds += ['raise', 'assert']
         if depth < 3:
             kinds += ['if', 'for', 'while', 'try', 'join', 'comprehension', 'kept', 'match']
         if in_loop:
@@ -933,6 +947,8 @@ class Grammar:
         expr = self.int_expr(names)
         if kind == 'email':
             self.emit(indent, f'await send_email(to="a@x", body=str({expr}))')
+        elif kind == 'assert':  # its message is evaluated only when the test fails
+            self.emit(indent, f'assert {self.condition(names)}, await {self.call(names)}')
         elif kind in ('break', 'continue', 'return', 'raise'):
             self.emit(indent, f'if {self.condition(names)}:')
             self.emit(indent + 1, {'return': 'return v', 'raise': 'raise ValueError("raised")'}.get(kind, kind))
