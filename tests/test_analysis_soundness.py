@@ -70,21 +70,31 @@ def run(h: Harness, code: str, inputs: dict[str, Any]) -> tuple[list[CallRecord]
     return [c for c in h.store.calls(run_id) if c.callee in CALLEES], ended
 
 
-def joined_lines(code: str) -> set[int] | None:
-    """The lines whose calls run beside others, in a join: the lines of its arguments; None (every line) when a
-    join runs a script function's coroutine, as a task whose calls interleave with the others' anywhere in it."""
+def joined_lines(code: str) -> set[int]:
+    """The lines whose calls may run beside others: the lines of a join's arguments and, when a join runs a
+    script function's coroutine (as a task whose calls interleave with the others'), the lines of every
+    function of the script (any of them may run in such a task)."""
+    tree = ast.parse(code)
     lines: set[int] = set()
-    for node in ast.walk(ast.parse(code)):
+    tasks = False
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and _name(node.func) in JOINS):
             continue
         for arg in node.args:
-            lines.update(range(arg.lineno, (arg.end_lineno or arg.lineno) + 1))
+            lines.update(_span(arg))
             inner = arg.value if isinstance(arg, ast.Starred) else arg
             if isinstance(inner, ast.ListComp | ast.GeneratorExp):
                 inner = inner.elt
-            if not (isinstance(inner, ast.Call) and _name(inner.func) in CALLEES | JOINS):
-                return None
+            tasks = tasks or not (isinstance(inner, ast.Call) and _name(inner.func) in CALLEES | JOINS)
+    if tasks:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                lines.update(_span(node))
     return lines
+
+
+def _span(node: ast.expr | ast.stmt) -> range:
+    return range(node.lineno, (node.end_lineno or node.lineno) + 1)
 
 
 def _name(func: ast.expr) -> str | None:
@@ -93,7 +103,7 @@ def _name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int] | None) -> list[str]:
+def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int]) -> list[str]:
     """What the run did that the analysis did not report (empty: the analysis holds for this run)."""
     sites: dict[tuple[str, int | None], list[Any]] = defaultdict(list)
     for site in a.calls:
@@ -122,15 +132,14 @@ def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], c
 
 
 def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, ended: bool,
-                 joined: set[int] | None) -> list[str]:
+                 joined: set[int]) -> list[str]:
     """(c). Outside joins, the calls' order is the order of the script's one thread: each call must follow the one
     made just before it by an edge. The arguments of a join run beside each other (a flow graph draws them as
-    branches from one point, not as a chain), and a join over a script function's coroutines interleaves that
-    function's calls with the others' in an order the scheduler picks: so a call on a join's line (any call,
-    with such a join: `joined` None) must follow some call made before it, or the start. The first call still
-    follows the start and the end still follows the last call: that holds under any interleaving. A call
-    through a value (a dynamic use) has no place in the graph: the transitions into and out of it are not
-    asserted."""
+    branches from one point, not as a chain), and a join over a script function's coroutines interleaves the
+    calls of its tasks in an order the scheduler picks: so a call on one of the `joined` lines must follow some
+    call made before it, or the start. A call after a join follows the last call of one of its arguments, and
+    the first call follows the start: those are checked as in sequence. A call through a value (a dynamic use)
+    has no place in the graph: the transitions into and out of it are not asserted."""
     nodes: dict[tuple[str, int | None], set[str]] = defaultdict(set)
     for i, site in enumerate(a.nodes):
         nodes[(site.callee, site.line)].add(f'n{i}')
@@ -147,7 +156,7 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
     """The call just made; None when it has no place (a call through a value, or one (a) reports)."""
     for c in calls:
         here = nodes.get((c.callee, c.line), set())
-        beside = joined is None or c.line in joined
+        beside = c.line in joined
         sources = placed if beside else [previous] if previous is not None else []
         if here and sources and not any((s, d) in edges for _call, src in sources for s in src for d in here):
             after = name(sources[0][0]) if len(sources) == 1 else 'the start or any call made before it'
