@@ -43,13 +43,16 @@ class CallSite:
     callee: str
     line: int
     in_loop: bool = False
+    """In a loop, counting the loops around the calls of the helper it is in (and recursion)."""
     loop_bound: int | None = None
-    """Product of the literal bounds of the enclosing loops; None in a loop without one (or no loop)."""
+    """Product of the literal bounds of those loops; None in a loop without one (or no loop)."""
     in_gather: bool = False
     in_except: bool = False
     max_calls: int | None = 1
     """The most times this site can run in one run of the script; None: no bound. Several sites may share a
     (callee, line) (a helper called from two places, `f(x), f(y)`): the calls made there are at most the sum."""
+    via: tuple[int, ...] = ()
+    """For a site in a script function, the lines of the calls that lead to it (outermost first)."""
 
     @property
     def unbounded(self) -> bool:
@@ -106,7 +109,8 @@ class Analysis:
 
     @property
     def unbounded(self) -> list[CallSite]:
-        """Call sites in loops with no literal bound (`while`, `for` over a call result or a variable)."""
+        """Call sites with no bound: in a loop with no literal bound (`while`, `for` over a call result or a
+        variable), in recursion, or in a function used as a value."""
         return [site for site in self.calls if site.unbounded]
 
     def text(self) -> str:
@@ -118,6 +122,8 @@ class Analysis:
                 f'{callee} {"unbounded" if bound is None else bound}' for callee, bound in sorted(bounds.items())))
         for site in self.calls:
             where = ['unbounded' if site.max_calls is None else f'max {site.max_calls}']
+            if site.via:
+                where.append('called from line ' + ' > '.join(str(line) for line in site.via))
             if site.in_gather:
                 where.append('gather')
             if site.in_except:
@@ -303,4 +309,4 @@ def analyze(
 def _site(callee: str, line: int, context: Context) -> CallSite:
     bound = max_calls(context)
     return CallSite(callee, line, in_loop=bool(context.loops), loop_bound=bound if context.loops else None,
-                    in_gather=context.gather, in_except=context.except_, max_calls=bound)
+                    in_gather=context.gather, in_except=context.except_, via=context.via, max_calls=bound)

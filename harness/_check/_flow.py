@@ -38,7 +38,8 @@ JOINS = frozenset({'gather', 'settle_all', 'settled', 'first_of', 'quorum', 'wit
 SUCCESS_JOINS = frozenset({'gather'})
 """Joins that succeed only if every argument did: their arguments are certainly done after the await."""
 INLINE_LIMIT = 2000
-"""Sites past which a helper's further calls are followed as a value (once), so nesting cannot blow up."""
+"""Sites, or helper bodies walked, past which a helper's further calls are followed as a value (once each),
+so that helpers calling helpers cannot make the walk exponential."""
 DRAWN = frozenset({'next', 'loop'})
 """Edge kinds of the flow as written; the others (`beside`, `raise`, `any`) complete the over-approximation."""
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -73,6 +74,8 @@ class Context:
     loops: tuple[int | None, ...] = ()
     gather: bool = False
     except_: bool = False
+    via: tuple[int, ...] = ()
+    """The lines of the calls of script functions that lead here, outermost first."""
 
 
 @dataclass(eq=False)
@@ -118,6 +121,7 @@ class Walker:
         self.loose: set[str] = set()
         """Nodes of functions walked as values: they may run between any two calls."""
         self.walking_value = False
+        self.inlined = 0
 
     def run(self) -> Flow:
         frame: list[_Jump] = []
@@ -164,7 +168,7 @@ class Walker:
             for function in pending:
                 walked.add(id(function))
                 self.walking_value, self.context, self.stack = True, Context(loops=(None,)), [id(function)]
-                self.body_of(function, State(frozenset(), frozenset({'start'})))
+                self.body_of(function, State(frozenset(), frozenset()))  # from anywhere: its `any` edges
         self.walking_value = False
 
     def close(self) -> None:
@@ -209,6 +213,11 @@ class Walker:
             return self.match(stmt, state)
         if isinstance(stmt, ast.Return | ast.Raise | ast.Break | ast.Continue):
             return self.leave(stmt, state)
+        if isinstance(stmt, ast.Assert):
+            test = self.expression(stmt.test, state)
+            if stmt.msg is not None:
+                self.expression(stmt.msg, test)  # only when the test fails, and then it raises
+            return test
         if isinstance(stmt, ast.Assign):
             return self.sequence([stmt.value, *stmt.targets], state)  # the value is evaluated first
         if isinstance(stmt, ast.AnnAssign):
@@ -394,7 +403,7 @@ class Walker:
         options: list[tuple[Frontier, frozenset[str]]] = []
         function = self.scopes.function(func)
         if function is not None:
-            options.append(self.inline(function, at, frontier, runs=runs))
+            options.append(self.inline(function, at, frontier, runs=runs, line=node.lineno))
         if func.id in self.callees and (not self.scopes.is_script_name(func) or func.id in self.rebound):
             node_id = self.node(func.id, node.lineno, frontier, at)
             sure = succeeds and not self.scopes.is_script_name(func) and func.id not in self.rebound
@@ -403,29 +412,31 @@ class Walker:
             return frontier, certain
         return frozenset().union(*(f for f, _c in options)), certain | frozenset.intersection(*(c for _f, c in options))
 
-    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *,
-               runs: bool) -> Visited:
+    def inline(self, function: Function, done: frozenset[str], frontier: Frontier, *, runs: bool,
+               line: int) -> Visited:
         """A script function's body at its call, with the caller's state and loops."""
         if isinstance(function, ast.AsyncFunctionDef) and not runs:
             self.values.add(id(function))  # its body runs where the coroutine is awaited, unknown here
             return frontier, frozenset()
         if id(function) in self.stack:
             return frontier, frozenset()  # a recursive call: the loop around the outer call covers it
-        if len(self.flow.nodes) > INLINE_LIMIT:
+        self.inlined += 1
+        if len(self.flow.nodes) > INLINE_LIMIT or self.inlined > INLINE_LIMIT:
             self.values.add(id(function))
             return frontier, frozenset()
         recursive = id(function) in self.scopes.recursive
         saved = self.context
         region: list[str] = []
+        self.context = dataclasses.replace(saved, via=(*saved.via, line))
         if recursive:  # a cycle of calls: an unbounded loop whose calls may follow each other in any order
-            self.context = dataclasses.replace(saved, loops=(*saved.loops, None))
+            self.context = dataclasses.replace(self.context, loops=(*saved.loops, None))
             self.regions.append(region)
         self.stack.append(id(function))
         end = self.body_of(function, State(done, frontier))
         self.stack.pop()
+        self.context = saved
         if recursive:
             self.regions.pop()
-            self.context = saved
             for node in region:
                 self.link(frontier, node, 'next')
                 self.link(frozenset(region), node, 'loop')
@@ -467,6 +478,10 @@ class Walker:
             arm = self.ids(first)
             if kind not in SUCCESS_JOINS:
                 out = out | frozenset(arm)  # it may stop at any of its calls (a failure it keeps, a cancellation)
+            elif (len(node.args) + len(node.keywords) > 1 or isinstance(value, ast.Starred)) and self.coroutine(value):
+                # When another argument fails, the gather raises but a script coroutine goes on running
+                # (measured in Monty 1.4.0): its calls may come between any later ones.
+                self.loose.update(arm)
             arms.append(arm)
             exits.append(out)
             certain |= sure if succeeds else frozenset()
@@ -478,6 +493,13 @@ class Walker:
                     self.link({a}, b, 'beside')
                     self.link({b}, a, 'beside')
         return (frozenset().union(*exits) if exits else frontier), certain
+
+    def coroutine(self, arg: ast.AST) -> bool:
+        """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
+        if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
+            arg = arg.value.value if isinstance(arg.value, ast.DictComp) else arg.value.elt
+        return isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and \
+            isinstance(self.scopes.function(arg.func), ast.AsyncFunctionDef)
 
     def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
                       done: frozenset[str], frontier: Frontier, *,

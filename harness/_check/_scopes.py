@@ -210,7 +210,8 @@ class Scopes:
         for scope in self.scopes:
             for nodes in scope.bound.values():
                 for node in nodes:
-                    if isinstance(node, Function) and (len(nodes) > 1 or id(node) in self.decorated):
+                    if isinstance(node, Function) and (len(nodes) > 1 or id(node) in self.decorated
+                                                       or scope.kind == 'class'):  # reached as an attribute
                         values.add(id(node))
         for name, _scope in self.reads:
             if id(name) not in self.called:

@@ -130,7 +130,7 @@ def graph_json(run: RunRow, callees: Iterable[str], calls: Sequence[CallRecord])
                    'in_gather': site.in_gather, 'in_except': site.in_except, 'taken': f'n{i}' in visited}
                   for i, site in enumerate(analysis.nodes)],
         'edges': [{'from': src, 'to': dst, 'kind': kind, 'taken': (src, dst) in path}
-                  for src, dst, kind in analysis.edges],
+                  for src, dst, kind in analysis.flow],  # the flow as written (not the over-approximation)
         'dynamic': [{'callee': site.callee, 'line': site.line} for site in analysis.dynamic],
         'mermaid': analysis.mermaid(taken=taken),
         'error': None,
