@@ -761,6 +761,81 @@ HAND: list[Case] = [
         await g(x=await lookup(x=0), *[await notify(msg="a")])
         await send_email(to="a@x", body="x")
     '''),
+    case('task_outlives_a_failed_gather', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            a = await lookup(x=k)
+            await notify(msg=str(a))
+            return a + await lookup(x=k + 8)
+        try:
+            await asyncio.gather(pair(n), pair(0), pair(4))
+        except Exception:
+            await send_email(to="ops@x", body="failed")
+        await send_email(to="a@x", body="after")
+        await check_entitlement(ticket_id=t)
+    '''),
+    # 2,048 inlined calls of l11: past the analysis's inline limit, while a run makes a few dozen calls.
+    case('helpers_past_the_inline_limit', '''
+        async def l0(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="0")
+            return await l1(k - 1) + await l1(k - 2)
+        async def l1(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="1")
+            return await l2(k - 1) + await l2(k - 2)
+        async def l2(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="2")
+            return await l3(k - 1) + await l3(k - 2)
+        async def l3(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="3")
+            return await l4(k - 1) + await l4(k - 2)
+        async def l4(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="4")
+            return await l5(k - 1) + await l5(k - 2)
+        async def l5(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="5")
+            return await l6(k - 1) + await l6(k - 2)
+        async def l6(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="6")
+            return await l7(k - 1) + await l7(k - 2)
+        async def l7(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="7")
+            return await l8(k - 1) + await l8(k - 2)
+        async def l8(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="8")
+            return await l9(k - 1) + await l9(k - 2)
+        async def l9(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="9")
+            return await l10(k - 1) + await l10(k - 2)
+        async def l10(k: int) -> int:
+            if k <= 0:
+                return await lookup(x=4)
+            await send_email(to="a@x", body="10")
+            return await l11(k - 1) + await l11(k - 2)
+        async def l11(k: int) -> int:
+            return await lookup(x=k * 4)
+        await l0(n)
+        await notify(msg="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
