@@ -39,7 +39,7 @@ from harness._records import CallRecord
 
 JOINS = frozenset({'gather', 'settle_all', 'first_of', 'quorum'})
 """Joins that run their arguments as tasks of their own (`within` awaits its one argument in place)."""
-DEFAULT_SEEDS = range(120)
+DEFAULT_SEEDS = range(100)
 SLOW_SEEDS = range(10_000, 11_000)
 
 

@@ -836,6 +836,61 @@ HAND: list[Case] = [
         await l0(n)
         await notify(msg="x")
     '''),
+    # Evaluation order, one call a line, so each transition is between different sites.
+    case('evaluation_order_of_assignments', '''
+        d = {1: 0, 5: 0}
+        xs = [3, 1]
+        d[
+            await lookup(x=0)
+        ] = (
+            await lookup(x=24)
+        )
+        d[
+            await lookup(x=4)
+        ] += (
+            await lookup(x=8)
+        )
+        (xs[
+            await lookup(x=n) % 2
+        ], xs[
+            await lookup(x=12) % 2
+        ]) = (
+            await lookup(x=16),
+            await lookup(x=20),
+        )
+    '''),
+    case('evaluation_order_of_expressions', '''
+        xs = [1, 2, 3, 4, 5, 6]
+        d = {
+            await lookup(x=0):
+            await lookup(x=4),
+            await notify(msg="k"):
+            await lookup(x=8),
+        }
+        v = xs[
+            await lookup(x=0) % 2:
+            await lookup(x=n):
+            1]
+        w = await lookup(x=
+            await lookup(x=
+                await lookup(x=0) * 4
+            ) * 4
+        )
+        await send_email(to="a@x", body=str([d, v, w]))
+    '''),
+    case('evaluation_order_of_call_arguments', '''
+        async def g(a: int, *rest: int, b: int = 0, **more: int) -> int:
+            return a
+        v = await g(
+            await lookup(x=0),
+            *[
+                await lookup(x=4)],
+            b=
+            await lookup(x=8),
+            **{"z":
+               await lookup(x=n)})
+        await send_email(to="a@x", body=str(v))
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
