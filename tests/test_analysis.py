@@ -290,6 +290,8 @@ def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> 
 
 ADVERSARIAL = [
     # (run without the type check: some use what the checker refuses, or untyped helpers)
+    'def g(*args, x=0):\n    return x\n'  # positional arguments are evaluated before keywords, whatever the order
+    'g(x=await ping(i=1), *[await send_email(to="a", body="b")])\nawait ping(i=3)',
     'async def notify(i):\n    await send_email(to=str(i), body="x")\nfor i in range(25):\n    await notify(i)',
     'async def chain(n):\n    if n == 0:\n        return 0\n    await send_email(to="a", body="b")\n'
     '    return await chain(n - 1)\nawait chain(20)',

@@ -92,8 +92,9 @@ class Analysis:
 
     @property
     def bounds(self) -> dict[str, int | None]:
-        """Per callee, the most calls the script can make of it: the sum over its sites; None when a site
-        is unbounded or the callee is used as a value (a value can be called anywhere, any number of times)."""
+        """Per callee the script can reach, the most calls it can make of it: the sum over its sites; None when
+        a site is unbounded or the callee is used as a value (a value can be called anywhere, any number of
+        times). A callee that is not a key cannot be called."""
         found: dict[str, int | None] = {}
         for site in self.calls:
             before = found.get(site.callee, 0)

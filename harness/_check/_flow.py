@@ -543,8 +543,9 @@ class Walker:
 
 
 def _arguments(node: ast.Call) -> list[ast.AST]:
-    """A call's arguments in source order (`f(x=1, *rest)` is allowed)."""
-    return sorted([*node.args, *node.keywords], key=lambda a: (getattr(a, 'lineno', 0), getattr(a, 'col_offset', 0)))
+    """A call's arguments in evaluation order: the positional ones (with `*rest`), then the keywords, whatever
+    the source order (`f(x=a(), *b())` calls b first, in Python and in the sandbox)."""
+    return [*node.args, *node.keywords]
 
 
 def _join_name(func: ast.expr) -> str | None:
