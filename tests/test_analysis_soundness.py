@@ -115,15 +115,18 @@ def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int
     dynamic = {site.callee for site in a.dynamic}
     found = [f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no '
              'dynamic use)' for c in calls if (c.callee, c.line) not in sites and c.callee not in dynamic]
-    found += _bound_misses(a, sites, calls)
+    found += _bound_misses(a, sites, calls, dynamic)
     found += _edge_misses(a, calls, dynamic, ended=ended, joined=joined)
     found += _violation_misses(a, calls)
     return found
 
 
-def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], calls: list[CallRecord]) -> list[str]:
+def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], calls: list[CallRecord],
+                  dynamic: set[str]) -> list[str]:
+    """(b). A callee used as a value can be called through it on any line, a line of its sites too: its calls
+    are held to its bound (`a.bounds`), not to its sites'."""
     found = []
-    for (callee, line), count in Counter((c.callee, c.line) for c in calls).items():
+    for (callee, line), count in Counter((c.callee, c.line) for c in calls if c.callee not in dynamic).items():
         bounds = [site.max_calls for site in sites.get((callee, line), ())]
         if bounds and None not in bounds and count > sum(bounds):
             found.append(f'{callee} at line {line} was called {count} times; its sites allow {sum(bounds)}')
@@ -145,7 +148,9 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
     follows the last call of one of its arguments, the first call follows the start; and where a task
     outlives its join (a gather raised while another of its coroutines went on) the calls it makes between
     the script's are transitions the graph must have too. A call through a value (a dynamic use) has no
-    place in the graph: the transitions into and out of it are not asserted."""
+    node: the flow goes on from the call before it. A call of a callee with a dynamic use may be one, or a
+    call at a site of its line: nothing is asserted about the transition into it, and the next call may
+    follow either."""
     nodes: dict[tuple[str, int | None], set[str]] = defaultdict(set)
     for i, site in enumerate(a.nodes):
         nodes[(site.callee, site.line)].add(f'n{i}')
@@ -162,14 +167,18 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
 
     found = []
     reached = {'start'}
-    """The nodes of the calls made so far that have a place in the graph, and the start."""
+    """The nodes of the calls made so far (and the start)."""
     previous: tuple[CallRecord | None, set[str]] | None = (None, {'start'})
-    """The call just made, and its nodes; None when it has no place (a call through a value, or one (a) reports)."""
+    """The call just made, and the nodes it may have been; None when it has none (a miss (a) reports)."""
     for c in calls:
         here = nodes.get((c.callee, c.line), set())
+        if c.callee in dynamic:
+            # Made through the value (no node: the flow goes on from the call before), or at a site here.
+            previous = (c, here | previous[1]) if previous is not None else None
+            reached |= here
+            continue
         if not here:
-            if c.callee not in dynamic:
-                found.append(f'{name(c)} has no node in the flow graph')
+            found.append(f'{name(c)} has no node in the flow graph')
         elif c.line in joined:
             if not follows(here, reached):
                 found.append(f'no edge from the start or any call made before it to {name(c)}')

@@ -962,11 +962,12 @@ HAND: list[Case] = [
 
 class Grammar:
     """A random script over the catalog: helpers (one recursive, bounded by its argument; one a lambda; helpers
-    calling earlier ones), loops with literal and input bounds (with `else`), while loops with counters and
-    calls in their conditions, try/except/else/finally, raise, break/continue, early returns, gathers,
-    settle_all, first_of, quorum and within over calls and helpers, a helper's coroutine awaited later,
-    comprehensions, match, short-circuit and conditional expressions. Every script it writes type-checks;
-    its arguments and conditions depend on the inputs, so runs of one script differ."""
+    calling earlier ones; now and then a helper or `lookup` used as a value), loops with literal and input bounds
+    (with `else`), while loops with counters and calls in their conditions, try/except/else/finally, raise,
+    assert, break/continue, early returns, gathers, settle_all, first_of, quorum and within over calls and
+    helpers, a helper's coroutine awaited later, comprehensions, match, short-circuit and conditional
+    expressions. Every script it writes type-checks; its arguments and conditions depend on the inputs, so
+    runs of one script differ."""
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -974,6 +975,8 @@ class Grammar:
         self.lines: list[str] = []
         self.kept = 0
         """Coroutines kept in a variable to be awaited later (`p0`, `p1`...)."""
+        self.lookups = ['lookup']
+        """Names `lookup` is called by (an alias makes it a dynamic use)."""
 
     def script(self) -> str:
         rng = self.rng
@@ -985,6 +988,12 @@ class Grammar:
         if rng.random() < 0.3:
             self.emit(0, f'f0 = lambda k: {self.call(["k"])}')
             self.helpers.append('f0')
+        if self.helpers and rng.random() < 0.2:  # a helper used as a value: its calls may run anywhere
+            self.emit(0, f'g0 = {rng.choice(self.helpers)}')
+            self.helpers.append('g0')
+        if rng.random() < 0.15:  # a callee used as a value: a dynamic use
+            self.emit(0, 'look = lookup')
+            self.lookups.append('look')
         self.emit(0, 'v = 0')
         caught = rng.random() < 0.5  # half the scripts catch what escapes, so more runs reach their end
         if caught:
@@ -1043,7 +1052,7 @@ class Grammar:
         """An awaitable int call: a catalog call or a helper."""
         if self.helpers and self.rng.random() < 0.4:
             return f'{self.rng.choice(self.helpers)}({self.int_expr(names)})'
-        return f'lookup(x={self.int_expr(names)})'
+        return f'{self.rng.choice(self.lookups)}(x={self.int_expr(names)})'
 
     def iterable(self) -> str:
         rng = self.rng
