@@ -220,6 +220,8 @@ def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[
         assert c.refused is None, f'a corpus script does not pass the check:\n{numbered(c.code)}\n{report.errors}'
         return
     a = h.analyze(c.code)
+    missing = set(a.violations) - set(report.warnings)
+    assert not missing, f'check does not report what the analysis found: {sorted(missing)}'
     if not a.complete:
         assert c.complete is None, f'the analysis cannot follow {a.incomplete}:\n{numbered(c.code)}'
         assert a.incomplete and all(isinstance(line, int) for line, _reason in a.incomplete), a.incomplete

@@ -891,6 +891,12 @@ HAND: list[Case] = [
                await lookup(x=n)})
         await send_email(to="a@x", body=str(v))
     '''),
+    case('alias_and_direct_call_on_one_line', '''
+        look = lookup
+        vs = await settle_all(lookup(x=9), look(x=n), lookup(x=4))
+        for i in range(2):
+            await notify(msg=str(await look(x=i * 4) + await lookup(x=8)))
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
