@@ -192,6 +192,10 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
 
 
 def _violation_misses(a: Analysis, calls: list[CallRecord]) -> list[str]:
+    """(d). A callee used as a value is called where the value is: its violation may name the line of the value."""
+    used: dict[str, set[int]] = defaultdict(set)
+    for site in a.dynamic:
+        used[site.callee].add(site.line)
     found = []
     for c in calls:
         if c.status != 'refused' or c.callee not in REQUIRES:
@@ -200,7 +204,8 @@ def _violation_misses(a: Analysis, calls: list[CallRecord]) -> list[str]:
         earlier = [p for p in calls if p.seq < c.seq and p.callee == predecessor and p.status == 'ok']
         if earlier and not any(all(p.arguments.get(f) == c.arguments.get(f) for f in same) for p in earlier):
             continue  # refused for its value only: a predecessor succeeded, for another ticket
-        if not any(v.startswith(f'line {c.line}:') and c.callee in v for v in a.violations):
+        lines = {c.line, *used[c.callee]}
+        if not any(v.startswith(f'line {line}:') and c.callee in v for v in a.violations for line in lines):
             found.append(f'call #{c.seq} {c.callee} at line {c.line} was refused by its rule ({c.error}); '
                          'a.violations has nothing for that line')
     return found

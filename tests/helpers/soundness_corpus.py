@@ -897,6 +897,21 @@ HAND: list[Case] = [
         for i in range(2):
             await notify(msg=str(await look(x=i * 4) + await lookup(x=8)))
     '''),
+    case('guarded_callee_as_a_value', '''
+        r = issue_refund
+        async def pay(f, k: int) -> str:
+            return await f(ticket_id=t, cents=k)
+        try:
+            await r(ticket_id=t, cents=1)
+        except PermissionError:
+            await send_email(to="ops@x", body="refused")
+        if flag:
+            await check_entitlement(ticket_id="T-1")
+        try:
+            await pay(issue_refund, 2)
+        except Exception:
+            await send_email(to="ops@x", body="failed")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
