@@ -272,6 +272,7 @@ def test_a_local_def_shadowing_the_callee_is_refused_and_does_not_hide_the_viola
     assert any(HIDDEN in v for v in loose.analyze(script).violations)
     for shadow in ('for check_entitlement in [1]:\n    pass', 'import json as send_email', 'send_email = print'):
         assert 'is a catalog function' in h.check(shadow).errors, shadow
+    assert '`settled` is a join helper' in h.check('settled = 1').errors
 
 
 def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> None:
@@ -292,6 +293,10 @@ ADVERSARIAL = [
     # (run without the type check: some use what the checker refuses, or untyped helpers)
     'def g(*args, x=0):\n    return x\n'  # positional arguments are evaluated before keywords, whatever the order
     'g(x=await ping(i=1), *[await send_email(to="a", body="b")])\nawait ping(i=3)',
+    'from asyncio import gather\nasync def h(k):\n    await ping(i=k)\n    return await ping(i=k + 1)\n'
+    'await gather(h(1), h(2))\nawait ping(i=0)',
+    'import asyncio as aio\nasync def h(k):\n    await ping(i=k)\n    return await send_email(to=str(k), body="x")\n'
+    'await aio.gather(*[h(k) for k in range(3)])\nawait ping(i=0)',
     'async def notify(i):\n    await send_email(to=str(i), body="x")\nfor i in range(25):\n    await notify(i)',
     'async def chain(n):\n    if n == 0:\n        return 0\n    await send_email(to="a", body="b")\n'
     '    return await chain(n - 1)\nawait chain(20)',

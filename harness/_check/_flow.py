@@ -389,8 +389,8 @@ class Walker:
         """A call; `runs`: its coroutine is awaited here (an `async def` body runs here); `succeeds`: it
         certainly completed successfully when the evaluation goes on."""
         func = node.func
-        join_kind = _join_name(func)
-        if join_kind is not None and not (isinstance(func, ast.Name) and self.scopes.is_script_name(func)):
+        join_kind = self.join_name(func)
+        if join_kind is not None:
             return self.join_(node, join_kind, done, frontier, runs=runs)
         certain: frozenset[str] = frozenset()
         if not isinstance(func, ast.Name):
@@ -494,6 +494,18 @@ class Walker:
                     self.link({b}, a, 'beside')
         return (frozenset().union(*exits) if exits else frontier), certain
 
+    def join_name(self, func: ast.expr) -> str | None:
+        """The join a call's function is: a helper of the prelude, or asyncio's gather however it is imported
+        (`asyncio.gather`, `aio.gather`, `from asyncio import gather`); a name the script rebinds is none."""
+        if isinstance(func, ast.Attribute) and func.attr == 'gather' and isinstance(func.value, ast.Name):
+            module = self.scopes.imported(func.value) if self.scopes.is_script_name(func.value) else func.value.id
+            return 'gather' if module == 'asyncio' else None  # (the prelude imports asyncio for every script)
+        if isinstance(func, ast.Name) and self.scopes.is_script_name(func):
+            return 'gather' if self.scopes.imported(func) == 'asyncio.gather' else None
+        if isinstance(func, ast.Name) and func.id in JOINS:
+            return func.id
+        return None
+
     def coroutine(self, arg: ast.AST) -> bool:
         """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
         if isinstance(arg, ast.Starred) and isinstance(arg.value, _COMPREHENSIONS):
@@ -546,15 +558,6 @@ def _arguments(node: ast.Call) -> list[ast.AST]:
     """A call's arguments in evaluation order: the positional ones (with `*rest`), then the keywords, whatever
     the source order (`f(x=a(), *b())` calls b first, in Python and in the sandbox)."""
     return [*node.args, *node.keywords]
-
-
-def _join_name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute) and func.attr == 'gather' and isinstance(func.value, ast.Name) \
-            and func.value.id == 'asyncio':
-        return func.attr
-    if isinstance(func, ast.Name) and func.id in JOINS:
-        return func.id
-    return None
 
 
 def _bound(iterable: ast.expr) -> int | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from .._catalog._prelude import HELPER_NAMES
 from ._scopes import Scopes
 
 RUN_TIME_CODE = frozenset({'eval', 'exec'})
@@ -47,8 +48,8 @@ def refusals(tree: ast.Module, scopes: Scopes, functions: set[str]) -> list[tupl
     found += [(node, 'a class with methods is refused in workflow scripts (a method\'s calls cannot be checked '
                      'before the run): use functions, and dicts (or a @dataclass with fields only) for data')
               for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and _methods(node)]
-    found += [(node, f'`{name}` is a catalog function: {_binding(node)} here would hide its calls from the checks; '
-                     'use another name')
+    found += [(node, f'`{name}` is {"a join helper" if name in HELPER_NAMES else "a catalog function"}: '
+                     f'{_binding(node)} here would hide its calls from the checks; use another name')
               for name, node in scopes.bindings_of(functions)]
     return _in_order(found)
 

@@ -65,6 +65,20 @@ class Scopes:
             return bindings[0]
         return None
 
+    def imported(self, name: ast.Name) -> str | None:
+        """What a read of `name` certainly holds when its one binding is an import (`asyncio`, `asyncio.gather`)."""
+        target = self._target.get(id(name))
+        bindings = target[0].bound.get(target[1], []) if target is not None else []
+        if len(bindings) != 1 or not isinstance(bindings[0], ast.Import | ast.ImportFrom):
+            return None
+        statement = bindings[0]
+        for alias in statement.names:
+            if (alias.asname or alias.name) == name.id:
+                if isinstance(statement, ast.ImportFrom):
+                    return f'{statement.module}.{alias.name}' if statement.module and not statement.level else None
+                return alias.name
+        return None
+
     def is_script_name(self, name: ast.Name) -> bool:
         """Whether a read of `name` refers to a binding the script makes (not to a builtin or a callee)."""
         return self._target.get(id(name)) is not None
