@@ -912,6 +912,17 @@ HAND: list[Case] = [
         except Exception:
             await send_email(to="ops@x", body="failed")
     '''),
+    case('gather_imported_other_ways', '''
+        import asyncio as aio
+        from asyncio import gather
+        async def pair(k: int) -> int:
+            a = await lookup(x=k * 4)
+            await notify(msg=str(a))
+            return a
+        await aio.gather(pair(0), pair(n))
+        await gather(*[pair(i) for i in range(2)])
+        await send_email(to="a@x", body="x")
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
