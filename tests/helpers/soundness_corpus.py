@@ -994,7 +994,8 @@ HAND: list[Case] = [
 
 class Grammar:
     """A random script over the catalog: helpers (one recursive, bounded by its argument; one a lambda; helpers
-    calling earlier ones; now and then a helper or `lookup` used as a value), loops with literal and input bounds
+    calling earlier ones, some with a closure inside or a decorator; now and then a helper or `lookup` used as
+    a value), loops with literal and input bounds
     (with `else`), while loops with counters and calls in their conditions, try/except/else/finally, raise,
     assert, break/continue, early returns, gathers, settle_all, first_of, quorum and within over calls and
     helpers, a helper's coroutine awaited later, comprehensions, match, short-circuit and conditional
@@ -1007,6 +1008,7 @@ class Grammar:
         self.lines: list[str] = []
         self.kept = 0
         """Coroutines kept in a variable to be awaited later (`p0`, `p1`...)."""
+        self.decorators: list[str] = []
         self.lookups = ['lookup']
         """Names `lookup` is called by (an alias makes it a dynamic use)."""
 
@@ -1038,12 +1040,25 @@ class Grammar:
         return '\n'.join(self.lines) + '\n'
 
     def function(self, name: str, *, recursive: bool = False) -> None:
+        rng = self.rng
+        if not recursive and rng.random() < 0.15:  # decorated: a value to the analysis, run where it is called
+            if 'same' not in self.decorators:
+                self.lines[1:1] = ['def same(f):', '    return f']
+                self.decorators.append('same')
+            self.emit(0, '@same')
         self.emit(0, f'async def {name}(k: int) -> int:')
         self.emit(1, 'v = k')
         if recursive:
             self.emit(1, 'if k <= 0:')
             self.emit(2, 'return 0')
+        inner = not recursive and rng.random() < 0.25  # a closure, callable in this body only
+        if inner:
+            self.emit(1, 'async def inner(j: int) -> int:')
+            self.emit(2, f'return await {self.call(["j", "k"])}')
+            self.helpers.append('inner')
         self.block(2, 1, in_loop=False, in_function=True, names=['k'])
+        if inner:
+            self.helpers.remove('inner')
         if recursive:
             self.emit(1, f'v += await {name}(k - 1)')
         self.emit(1, 'return v')
