@@ -62,16 +62,16 @@ def strict_desk() -> Iterator[Harness]:
         yield h
 
 
-def run(h: Harness, code: str, inputs: dict[str, Any]) -> tuple[list[CallRecord], bool]:
-    """The run's catalog calls in call order (the join helpers' own host calls left out), and whether it
-    ended by reaching the script's end (rather than by an uncaught error)."""
+def run(h: Harness, code: str, inputs: dict[str, Any]) -> list[CallRecord]:
+    """The run's catalog calls in call order (the join helpers' own host calls left out), whether it ended at
+    the script's end or by an error (a run that raised makes its transition to the end from its last call too)."""
     try:
-        run_id, ended = h.run_sync(code, inputs=inputs).run_id, True
+        run_id = h.run_sync(code, inputs=inputs).run_id
     except WorkflowError as exc:
         assert exc.run_id is not None, exc.message
-        run_id, ended = exc.run_id, False
+        run_id = exc.run_id
     assert h.store is not None
-    return [c for c in h.store.calls(run_id) if c.callee in CALLEES], ended
+    return [c for c in h.store.calls(run_id) if c.callee in CALLEES]
 
 
 def joined_lines(code: str) -> set[int]:
@@ -107,7 +107,7 @@ def _name(func: ast.expr) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
-def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int]) -> list[str]:
+def misses(a: Analysis, calls: list[CallRecord], *, joined: set[int]) -> list[str]:
     """What the run did that the analysis did not report (empty: the analysis holds for this run)."""
     sites: dict[tuple[str, int | None], list[Any]] = defaultdict(list)
     for site in a.calls:
@@ -116,7 +116,7 @@ def misses(a: Analysis, calls: list[CallRecord], *, ended: bool, joined: set[int
     found = [f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no '
              'dynamic use)' for c in calls if (c.callee, c.line) not in sites and c.callee not in dynamic]
     found += _bound_misses(a, sites, calls, dynamic)
-    found += _edge_misses(a, calls, dynamic, ended=ended, joined=joined)
+    found += _edge_misses(a, calls, dynamic, joined=joined)
     found += _violation_misses(a, calls)
     return found
 
@@ -138,8 +138,7 @@ def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], c
     return found
 
 
-def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, ended: bool,
-                 joined: set[int]) -> list[str]:
+def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, joined: set[int]) -> list[str]:
     """(c). Outside joins, the calls' order is the order of the script's one thread: each call must follow the one
     made just before it by an edge. The arguments of a join run beside each other (a flow graph draws them as
     branches from one point, not as a chain), and a join over a script function's coroutines interleaves the
@@ -186,7 +185,7 @@ def _edge_misses(a: Analysis, calls: list[CallRecord], dynamic: set[str], *, end
             found.append(f'no edge from {name(previous[0])} to {name(c)}')
         previous = (c, here) if here else None
         reached |= here
-    if ended and previous is not None and not follows({'end'}, previous[1]):
+    if previous is not None and not follows({'end'}, previous[1]):
         found.append(f'no edge from {name(previous[0])} to the end')
     return found
 
@@ -247,11 +246,11 @@ def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]], *, id
     failures = []
     made = 0
     for values in inputs:
-        calls, ended = run(h, code, values)
+        calls = run(h, code, values)
         made += len(calls)
-        found = misses(a, calls, ended=ended, joined=joined)
+        found = misses(a, calls, joined=joined)
         found += [f'THE ORACLE IS WRONG: it rejects the coarsest sound analysis: {miss}'
-                  for miss in misses(coarse, calls, ended=ended, joined=joined)]
+                  for miss in misses(coarse, calls, joined=joined)]
         if found:
             journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
             failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
