@@ -285,6 +285,16 @@ def test_generated(desk: Harness, seed: int) -> None:
     differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2::2], idle=True)
 
 
+GRID = [{'n': n, 'flag': flag, 't': t} for n in range(7) for flag in (False, True) for t in ('T-1', 'T-0', 'bad-7')]
+"""Every input the catalog tells apart, for the slow tier's runs of the hand-written scripts."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('c', HAND, ids=[c.name for c in HAND])
+def test_hand_written_every_input(desk: Harness, strict_desk: Harness, c: Case) -> None:
+    differential(desk, strict_desk, c, GRID, idle=False)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('seed', SLOW_SEEDS)
 def test_generated_slow(desk: Harness, seed: int) -> None:
