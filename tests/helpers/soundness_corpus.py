@@ -923,6 +923,17 @@ HAND: list[Case] = [
         await gather(*[pair(i) for i in range(2)])
         await send_email(to="a@x", body="x")
     '''),
+    case('gather_of_settled_helpers', '''
+        import asyncio
+        async def pair(k: int) -> int:
+            a = await lookup(x=k)
+            await notify(msg=str(a))
+            return a + await lookup(x=k + 4)
+        rs = await asyncio.gather(*[settled(pair(i)) for i in range(n)], settled(lookup(x=3)))
+        for r in rs:
+            if not r["ok"]:
+                await send_email(to="ops@x", body=r.get("error", ""))
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
