@@ -1004,7 +1004,8 @@ HAND: list[Case] = [
 
 
 class Grammar:
-    """A random script over the catalog: helpers (one recursive, bounded by its argument; one a lambda; helpers
+    """A random script over the catalog: helpers (one recursive, bounded by its argument; two calling each other,
+    through a gather; one a lambda; helpers
     calling earlier ones, some with a closure inside or a decorator; now and then a helper or `lookup` used as
     a value), loops with literal and input bounds
     (with `else`), while loops with counters and calls in their conditions, try/except/else/finally, raise,
@@ -1028,6 +1029,8 @@ class Grammar:
         self.lines = ['import asyncio']
         if rng.random() < 0.4:
             self.function('rec', recursive=True)
+        if rng.random() < 0.2:
+            self.mutual()
         for i in range(rng.randint(0, 3)):
             self.function(f'h{i}')
         if rng.random() < 0.3:
@@ -1074,6 +1077,18 @@ class Grammar:
             self.emit(1, f'v += await {name}(k - 1)')
         self.emit(1, 'return v')
         self.helpers.append(name)
+
+    def mutual(self) -> None:
+        """Two functions that call each other, one of them through a gather that doubles the calls."""
+        for name, tail in (('m0', 'return v + await m1(k - 1)'),
+                           ('m1', 'vs = await asyncio.gather(m0(k - 2), m0(k - 3))\nreturn v + len(vs)')):
+            self.emit(0, f'async def {name}(k: int) -> int:')
+            self.emit(1, 'v = k')
+            self.emit(1, 'if k <= 0:')
+            self.emit(2, 'return 0')
+            self.block(2, 1, in_loop=False, in_function=True, names=['k'])
+            self.lines.extend('    ' + line for line in tail.split('\n'))
+        self.helpers.append('m0')
 
     def emit(self, indent: int, text: str) -> None:
         self.lines.append('    ' * indent + text)
