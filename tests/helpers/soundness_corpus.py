@@ -3,7 +3,8 @@ hand-written adversarial scripts, and a small random grammar of generated ones.
 
 Every script reads three inputs (`n: int`, `flag: bool`, `t: str`), so one script takes different paths
 under the input sets of `INPUTS`; the tools fail for some arguments (`lookup` for x % 4 == 3,
-`check_entitlement` for a ticket starting with `bad`), so try/except paths and refused rules are reached.
+`check_entitlement` for a ticket starting with `bad`; the script sees a RuntimeError naming the tool), so
+try/except paths and refused rules are reached.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ INPUTS: list[dict[str, Any]] = [
     {'n': 5, 'flag': False, 't': 'T-0'},
     {'n': 2, 'flag': True, 't': 'T-1'},
 ]
-"""Each script runs under these (hand-written ones under all, generated ones under two)."""
+"""Each script runs under these: hand-written ones under all, generated ones under two in the default tier and
+all four in the slow one (which also runs the hand-written ones under every input the catalog tells apart)."""
 
 
 class Entitlement(TypedDict):
