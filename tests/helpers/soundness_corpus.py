@@ -1093,7 +1093,12 @@ class Grammar:
         self.helpers.append('m0')
 
     def emit(self, indent: int, text: str) -> None:
-        self.lines.append('    ' * indent + text)
+        self.lines.extend('    ' * indent + line for line in text.split('\n'))
+
+    def split(self) -> str:
+        """Where an expression may break its line (inside brackets): then each call has a line of its own, and
+        the order of the calls of one statement is checked call by call."""
+        return '\n        ' if self.rng.random() < 0.4 else ' '
 
     def block(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str],
               in_try: bool = False) -> None:
@@ -1168,11 +1173,12 @@ class Grammar:
             self.emit(indent + 1, {'return': 'return v', 'raise': 'raise ValueError("raised")'}.get(kind, kind))
         elif kind == 'comprehension':
             cond = f' if {self.condition([*names, "j"])}' if rng.random() < 0.5 else ''
-            self.emit(indent, f'v += len([await {self.call([*names, "j"])} for j in {self.iterable()}{cond}])')
+            element = f'await {self.call([*names, "j"])}'
+            self.emit(indent, f'v += len([{element}{self.split()}for j in {self.iterable()}{cond}])')
         else:
-            second = f' + await {self.call(names)}' if rng.random() < 0.3 else ''
+            second = f'{self.split()}+ await {self.call(names)}' if rng.random() < 0.3 else ''
             self.guarded(indent, {
-                'call': f'v += await {self.call(names)}{second}',
+                'call': f'v += (await {self.call(names)}{second})',
                 'notify': f'await notify(msg=str({expr}))',
                 'check': f'e = await check_entitlement(ticket_id={self.ticket()})',
                 'refund': f'await issue_refund(ticket_id={self.ticket()}, cents={expr})',
@@ -1201,7 +1207,7 @@ class Grammar:
         if kind in ('asyncio.gather', 'settle_all') and rng.random() < 0.4:
             args = f'*[{self.call([*names, "j"])} for j in {self.iterable()}]'
         else:
-            args = ', '.join(self.call(names) for _ in range(rng.randint(1, 3)))
+            args = ','.join(f'{self.split()}{self.call(names)}' for _ in range(rng.randint(1, 3)))
         if kind == 'quorum':
             args = f'1, {args}'
         self.guarded(indent, f'vs = await {kind}({args})')
