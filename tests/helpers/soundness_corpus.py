@@ -936,6 +936,27 @@ HAND: list[Case] = [
             if not r["ok"]:
                 await send_email(to="ops@x", body=r.get("error", ""))
     '''),
+    case('recursive_task_outlives_a_failed_gather', '''
+        import asyncio
+        async def walk(k: int) -> int:
+            if k <= 0:
+                return 0
+            if k == 1:
+                await lookup(x=3)
+            await lookup(x=0)
+            await lookup(x=4)
+            await notify(msg=str(k))
+            await lookup(x=8)
+            await asyncio.gather(walk(k - 1), walk(k - 2))
+            return 1
+        try:
+            await walk(n)
+        except Exception:
+            await send_email(to="ops@x", body="failed")
+            await send_email(to="ops@x", body="again")
+            await send_email(to="ops@x", body="and again")
+        await check_entitlement(ticket_id=t)
+    '''),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
     case('eval_a_callee', '''
         e = eval("send_" + "email")
