@@ -46,8 +46,9 @@ SLOW_SEEDS = range(10_000, 11_000)
 def harness(**kwargs: Any) -> Harness:
     # The checks are run once per script explicitly (`check`), so the runs skip the type check; no budgets and
     # no repeat limit, so a refusal is always a rule's.
-    return register(Harness(store=':memory:', tracing=False, type_check=False, max_repeats=None,
-                            max_tool_calls=None, **kwargs))
+    return register(
+        Harness(store=':memory:', tracing=False, type_check=False, max_repeats=None, max_tool_calls=None, **kwargs)
+    )
 
 
 @pytest.fixture(scope='module')
@@ -113,16 +114,20 @@ def misses(a: Analysis, calls: list[CallRecord], *, joined: set[int]) -> list[st
     for site in a.calls:
         sites[(site.callee, site.line)].append(site)
     dynamic = {site.callee for site in a.dynamic}
-    found = [f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no '
-             'dynamic use)' for c in calls if (c.callee, c.line) not in sites and c.callee not in dynamic]
+    found = [
+        f'call #{c.seq} {c.callee} at line {c.line} is not a reported call site (and {c.callee} has no dynamic use)'
+        for c in calls
+        if (c.callee, c.line) not in sites and c.callee not in dynamic
+    ]
     found += _bound_misses(a, sites, calls, dynamic)
     found += _edge_misses(a, calls, dynamic, joined=joined)
     found += _violation_misses(a, calls)
     return found
 
 
-def _bound_misses(a: Analysis, sites: dict[tuple[str, int | None], list[Any]], calls: list[CallRecord],
-                  dynamic: set[str]) -> list[str]:
+def _bound_misses(
+    a: Analysis, sites: dict[tuple[str, int | None], list[Any]], calls: list[CallRecord], dynamic: set[str]
+) -> list[str]:
     """(b). A callee used as a value can be called through it on any line, a line of its sites too: its calls
     are held to its bound (`a.bounds`), not to its sites'."""
     found = []
@@ -205,8 +210,10 @@ def _violation_misses(a: Analysis, calls: list[CallRecord]) -> list[str]:
             continue  # refused for its value only: a predecessor succeeded, for another ticket
         lines = {c.line, *used[c.callee]}
         if not any(v.startswith(f'line {line}:') and c.callee in v for v in a.violations for line in lines):
-            found.append(f'call #{c.seq} {c.callee} at line {c.line} was refused by its rule ({c.error}); '
-                         'a.violations has nothing for that line')
+            found.append(
+                f'call #{c.seq} {c.callee} at line {c.line} was refused by its rule ({c.error}); '
+                'a.violations has nothing for that line'
+            )
     return found
 
 
@@ -233,8 +240,12 @@ def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[
         return
     failures = held(h, c.code, a, inputs, idle=idle)
     if failures:
-        pytest.fail(f'{c.name}: the analysis missed what a run did\n{numbered(c.code)}\n' + '\n'.join(failures)
-                    + f'\nanalysis:\n{a.text()}', pytrace=False)
+        pytest.fail(
+            f'{c.name}: the analysis missed what a run did\n{numbered(c.code)}\n'
+            + '\n'.join(failures)
+            + f'\nanalysis:\n{a.text()}',
+            pytrace=False,
+        )
 
 
 def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]], *, idle: bool = True) -> list[str]:
@@ -249,8 +260,10 @@ def held(h: Harness, code: str, a: Analysis, inputs: list[dict[str, Any]], *, id
         calls = run(h, code, values)
         made += len(calls)
         found = misses(a, calls, joined=joined)
-        found += [f'THE ORACLE IS WRONG: it rejects the coarsest sound analysis: {miss}'
-                  for miss in misses(coarse, calls, joined=joined)]
+        found += [
+            f'THE ORACLE IS WRONG: it rejects the coarsest sound analysis: {miss}'
+            for miss in misses(coarse, calls, joined=joined)
+        ]
         if found:
             journal = ', '.join(f'#{r.seq} {r.callee}@{r.line}:{r.status}' for r in calls)
             failures.append(f'inputs {values}: calls {journal}\n  ' + '\n  '.join(found))
@@ -265,14 +278,24 @@ def coarsest(code: str) -> Analysis:
     (It is sound for the corpus's runnable scripts, which rebind no callee's name.)"""
     tree = ast.parse(code)
     called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    sites = [CallSite(node.func.id, node.lineno, max_calls=None) for node in ast.walk(tree)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLEES]
-    dynamic = [CallSite(node.id, node.lineno) for node in ast.walk(tree)
-               if isinstance(node, ast.Name) and node.id in CALLEES and id(node) not in called]
+    sites = [
+        CallSite(node.func.id, node.lineno, max_calls=None)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CALLEES
+    ]
+    dynamic = [
+        CallSite(node.id, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id in CALLEES and id(node) not in called
+    ]
     ids = ['start', *(f'n{i}' for i in range(len(sites))), 'end']
-    return Analysis(calls=sites, dynamic=dynamic, nodes=list(sites),
-                    edges=[(src, dst, 'next') for src in ids[:-1] for dst in ids[1:]],
-                    violations=[f'line {site.line}: {site.callee} can break its rule.' for site in sites + dynamic])
+    return Analysis(
+        calls=sites,
+        dynamic=dynamic,
+        nodes=list(sites),
+        edges=[(src, dst, 'next') for src in ids[:-1] for dst in ids[1:]],
+        violations=[f'line {site.line}: {site.callee} can break its rule.' for site in sites + dynamic],
+    )
 
 
 @pytest.mark.parametrize('c', HAND, ids=[c.name for c in HAND])
@@ -282,7 +305,7 @@ def test_hand_written(desk: Harness, strict_desk: Harness, c: Case) -> None:
 
 @pytest.mark.parametrize('seed', DEFAULT_SEEDS)
 def test_generated(desk: Harness, seed: int) -> None:
-    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2::2], idle=True)
+    differential(desk, None, Case(f'seed {seed}', generated(seed)), INPUTS[seed % 2 :: 2], idle=True)
 
 
 GRID = [{'n': n, 'flag': flag, 't': t} for n in range(7) for flag in (False, True) for t in ('T-1', 'T-0', 'bad-7')]

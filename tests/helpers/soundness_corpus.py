@@ -91,27 +91,38 @@ def case(name: str, code: str, **kwargs: Any) -> Case:
 
 
 HAND: list[Case] = [
-    case('helper_in_loop', '''
+    case(
+        'helper_in_loop',
+        """
         async def send(i: int) -> bool:
             return await send_email(to="a@x", body=str(i))
         for i in range(25):
             await send(i)
-    '''),
-    case('helper_in_input_loop', '''
+    """,
+    ),
+    case(
+        'helper_in_input_loop',
+        """
         async def mail(i: int) -> bool:
             return await send_email(to="c@x", body=str(i))
         for i in range(n * 6):
             await mail(i)
-    '''),
-    case('helper_in_while', '''
+    """,
+    ),
+    case(
+        'helper_in_while',
+        """
         async def one(k: int) -> int:
             return await lookup(x=k)
         c = 0
         while c < n:
             c += 1
             await one(c * 4)
-    '''),
-    case('nested_helpers', '''
+    """,
+    ),
+    case(
+        'nested_helpers',
+        """
         async def inner(k: int) -> int:
             return await lookup(x=k)
         async def middle(k: int) -> int:
@@ -125,16 +136,22 @@ HAND: list[Case] = [
         await outer(0)
         await middle(n * 4)
         await send_email(to="a@x", body="done")
-    '''),
-    case('recursion_by_argument', '''
+    """,
+    ),
+    case(
+        'recursion_by_argument',
+        """
         async def down(d: int) -> int:
             if d <= 0:
                 return 0
             await send_email(to="r@x", body=str(d))
             return 1 + await down(d - 1)
         await down(n + 20)
-    '''),
-    case('mutual_recursion', '''
+    """,
+    ),
+    case(
+        'mutual_recursion',
+        """
         async def ping(d: int) -> int:
             if d <= 0:
                 return 0
@@ -146,51 +163,75 @@ HAND: list[Case] = [
             await notify(msg="pong")
             return await ping(d - 1)
         await ping(n + 3)
-    '''),
-    case('lambda_called_in_loop', '''
+    """,
+    ),
+    case(
+        'lambda_called_in_loop',
+        """
         f = lambda k: lookup(x=k)
         for i in range(3):
             await f(i * 4)
         await send_email(to="a@x", body="x")
-    '''),
-    case('lambda_default_argument', '''
+    """,
+    ),
+    case(
+        'lambda_default_argument',
+        """
         async def g(send=lambda: send_email(to="a@x", body="hi")) -> bool:
             return await send()
         for i in range(15):
             await g()
-    '''),
-    case('default_argument_calls', '''
+    """,
+    ),
+    case(
+        'default_argument_calls',
+        """
         async def g(k: int, first=lookup(x=8)) -> int:
             return k + await first
         await send_email(to="a@x", body="before")
         await g(1)
-    '''),
-    case('short_circuit_or', '''
+    """,
+    ),
+    case(
+        'short_circuit_or',
+        """
         skip = flag
         ok = skip or await check_entitlement(ticket_id=t)
         await issue_refund(ticket_id=t, cents=100)
-    '''),
-    case('short_circuit_and_caught', '''
+    """,
+    ),
+    case(
+        'short_circuit_and_caught',
+        """
         done = flag and await lookup(x=n)
         try:
             await notify(msg="x")
         except PermissionError:
             await send_email(to="ops@x", body="refused")
-    '''),
-    case('conditional_expression', '''
+    """,
+    ),
+    case(
+        'conditional_expression',
+        """
         e = None if flag else await check_entitlement(ticket_id=t)
         try:
             await issue_refund(ticket_id=t, cents=100)
         except PermissionError:
             pass
-    '''),
-    case('finally_after_raising_check', '''
+    """,
+    ),
+    case(
+        'finally_after_raising_check',
+        """
         try:
             await check_entitlement(ticket_id=t)
         finally:
             await issue_refund(ticket_id=t, cents=50)
-    '''),
-    case('try_except_else_finally', '''
+    """,
+    ),
+    case(
+        'try_except_else_finally',
+        """
         try:
             e = await check_entitlement(ticket_id=t)
         except Exception:
@@ -200,8 +241,11 @@ HAND: list[Case] = [
         finally:
             await lookup(x=1)
         await notify(msg="end")
-    '''),
-    case('refund_after_swallowed_failure', '''
+    """,
+    ),
+    case(
+        'refund_after_swallowed_failure',
+        """
         try:
             await check_entitlement(ticket_id=t)
         except Exception:
@@ -210,8 +254,11 @@ HAND: list[Case] = [
             await issue_refund(ticket_id=t, cents=10)
         except PermissionError:
             await send_email(to="ops@x", body="refused")
-    '''),
-    case('early_return_in_helper', '''
+    """,
+    ),
+    case(
+        'early_return_in_helper',
+        """
         async def pay(tid: str) -> str:
             e = await check_entitlement(ticket_id=tid)
             if not e["eligible"]:
@@ -222,8 +269,11 @@ HAND: list[Case] = [
         except Exception:
             await send_email(to="ops@x", body="failed")
         await send_email(to="c@x", body="bye")
-    '''),
-    case('break_and_continue', '''
+    """,
+    ),
+    case(
+        'break_and_continue',
+        """
         for i in range(6):
             if i == n:
                 break
@@ -233,8 +283,11 @@ HAND: list[Case] = [
         else:
             await notify(msg="all")
         await send_email(to="a@x", body="x")
-    '''),
-    case('while_true_with_counter', '''
+    """,
+    ),
+    case(
+        'while_true_with_counter',
+        """
         c = 0
         while True:
             c += 1
@@ -245,22 +298,31 @@ HAND: list[Case] = [
             except Exception:
                 continue
             await notify(msg=str(c))
-    '''),
-    case('nested_comprehensions', '''
+    """,
+    ),
+    case(
+        'nested_comprehensions',
+        """
         xs = [await lookup(x=i * 4 + j * 4) for i in range(3) for j in range(2)]
         ys = [await lookup(x=i * 4) for i in range(n) if i % 2 == 0]
         zs = [[await lookup(x=4 * j) for j in range(i)] for i in range(3)]
         ws = {i: await notify(msg=str(i)) for i in range(2)}
         await send_email(to="a@x", body=str(len(xs) + len(ys) + len(zs) + len(ws)))
-    '''),
-    case('comprehension_over_helper', '''
+    """,
+    ),
+    case(
+        'comprehension_over_helper',
+        """
         async def h(k: int) -> int:
             a = await lookup(x=k * 4)
             return a + await lookup(x=k * 4 + 1)
         vs = [await h(i) for i in range(4) if i != n]
         await send_email(to="a@x", body=str(vs))
-    '''),
-    case('gather_helpers', '''
+    """,
+    ),
+    case(
+        'gather_helpers',
+        """
         import asyncio
         async def pair(k: int) -> int:
             a = await lookup(x=k * 4)
@@ -268,8 +330,11 @@ HAND: list[Case] = [
             return a
         r = await asyncio.gather(pair(0), pair(1), pair(2))
         await send_email(to="a@x", body=str(r))
-    '''),
-    case('gather_comprehension', '''
+    """,
+    ),
+    case(
+        'gather_comprehension',
+        """
         import asyncio
         async def pair(k: int) -> int:
             a = await lookup(x=k * 4)
@@ -278,53 +343,77 @@ HAND: list[Case] = [
         r = await asyncio.gather(*[pair(i) for i in range(n)])
         s = await asyncio.gather(*[lookup(x=i * 4) for i in range(5)])
         await send_email(to="a@x", body=str(r + s))
-    '''),
-    case('gather_in_loop', '''
+    """,
+    ),
+    case(
+        'gather_in_loop',
+        """
         import asyncio
         for i in range(3):
             await asyncio.gather(lookup(x=i * 4), send_email(to="a@x", body=str(i)))
         await notify(msg="done")
-    '''),
-    case('gather_of_gathers', '''
+    """,
+    ),
+    case(
+        'gather_of_gathers',
+        """
         import asyncio
         rs = await asyncio.gather(*[asyncio.gather(lookup(x=i * 4), lookup(x=i * 8)) for i in range(3)])
         await send_email(to="a@x", body=str(rs))
-    '''),
-    case('gather_check_beside_refund', '''
+    """,
+    ),
+    case(
+        'gather_check_beside_refund',
+        """
         import asyncio
         try:
             await asyncio.gather(check_entitlement(ticket_id=t), issue_refund(ticket_id=t, cents=5))
         except PermissionError:
             await send_email(to="ops@x", body="refused")
-    '''),
-    case('settle_all_then_mail_failures', '''
+    """,
+    ),
+    case(
+        'settle_all_then_mail_failures',
+        """
         res = await settle_all(*[lookup(x=i) for i in range(6)])
         for r in res:
             if not r["ok"]:
                 await send_email(to="ops@x", body=r.get("error", ""))
-    '''),
-    case('settle_all_over_helpers', '''
+    """,
+    ),
+    case(
+        'settle_all_over_helpers',
+        """
         async def step(k: int) -> int:
             a = await lookup(x=k)
             await notify(msg=str(a))
             return a
         res = await settle_all(step(1), step(3), step(n))
         await send_email(to="a@x", body=str(len(res)))
-    '''),
-    case('first_of_and_quorum', '''
+    """,
+    ),
+    case(
+        'first_of_and_quorum',
+        """
         v = await first_of(lookup(x=1), lookup(x=2))
         w = await quorum(2, lookup(x=4), lookup(x=5), lookup(x=n))
         z = await within(5, lookup(x=8))
         await send_email(to="a@x", body=str([v, w, z]))
-    '''),
-    case('unawaited_call_awaited_later', '''
+    """,
+    ),
+    case(
+        'unawaited_call_awaited_later',
+        """
         p = lookup(x=1)
         await send_email(to="a@x", body="between")
         q = lookup(x=n * 4)
         await q
         await p
-    '''),
-    case('closure_helper', '''
+    """,
+    ),
+    case(
+        'closure_helper',
+        """
         async def outer(k: int) -> int:
             async def inner(j: int) -> int:
                 return await lookup(x=j)
@@ -334,8 +423,11 @@ HAND: list[Case] = [
             return s
         await outer(3)
         await outer(n)
-    '''),
-    case('helper_retries_in_except', '''
+    """,
+    ),
+    case(
+        'helper_retries_in_except',
+        """
         async def safe(k: int) -> int:
             try:
                 return await lookup(x=k)
@@ -344,8 +436,11 @@ HAND: list[Case] = [
         for i in range(4):
             await safe(i)
         await notify(msg="ok")
-    '''),
-    case('check_in_helper_with_early_exit', '''
+    """,
+    ),
+    case(
+        'check_in_helper_with_early_exit',
+        """
         async def checked(tid: str) -> bool:
             if flag:
                 return False
@@ -356,20 +451,29 @@ HAND: list[Case] = [
                 await issue_refund(ticket_id=t, cents=10)
         except Exception:
             pass
-    '''),
-    case('refund_of_another_ticket', '''
+    """,
+    ),
+    case(
+        'refund_of_another_ticket',
+        """
         await check_entitlement(ticket_id="T-9")
         try:
             await issue_refund(ticket_id=t, cents=10)
         except PermissionError:
             await send_email(to="ops@x", body="refused")
-    '''),
-    case('walrus_fstring_assert', '''
+    """,
+    ),
+    case(
+        'walrus_fstring_assert',
+        """
         if (v := await lookup(x=n)) > 2:
             await send_email(to="a@x", body=f"{await lookup(x=v * 4)}")
         assert await notify(msg="x")
-    '''),
-    case('conditional_helper_definitions', '''
+    """,
+    ),
+    case(
+        'conditional_helper_definitions',
+        """
         if flag:
             async def act(k: int) -> int:
                 return await lookup(x=k)
@@ -379,8 +483,11 @@ HAND: list[Case] = [
                 return k
         for i in range(3):
             await act(i * 4)
-    '''),
-    case('helpers_passed_as_values', '''
+    """,
+    ),
+    case(
+        'helpers_passed_as_values',
+        """
         async def a1(k: int) -> int:
             return await lookup(x=k)
         async def a2(k: int) -> int:
@@ -389,39 +496,59 @@ HAND: list[Case] = [
         fs = [a1, a2]
         for f in fs * 3:
             await f(n * 4)
-    ''', complete=None),
-    case('helper_as_argument', '''
+    """,
+        complete=None,
+    ),
+    case(
+        'helper_as_argument',
+        """
         async def twice(f, k: int) -> int:
             return await f(k) + await f(k + 4)
         async def look(k: int) -> int:
             return await lookup(x=k)
         await twice(look, 0)
         await twice(look, n * 4)
-    ''', complete=None),
-    case('alias_of_callee', '''
+    """,
+        complete=None,
+    ),
+    case(
+        'alias_of_callee',
+        """
         send = send_email
         for i in range(4):
             await send(to="a@x", body=str(i))
-    '''),
-    case('callee_in_a_list', '''
+    """,
+    ),
+    case(
+        'callee_in_a_list',
+        """
         tools = [lookup]
         for i in range(n):
             await tools[0](x=i * 4)
         await notify(msg="x")
-    '''),
-    case('callee_as_argument', '''
+    """,
+    ),
+    case(
+        'callee_as_argument',
+        """
         async def run(f, k: int) -> int:
             return await f(x=k)
         await run(lookup, 4)
         await run(lookup, n * 4)
-    '''),
-    case('callee_as_default_value', '''
+    """,
+    ),
+    case(
+        'callee_as_default_value',
+        """
         async def g(f=send_email) -> bool:
             return await f(to="a@x", body="b")
         for i in range(3):
             await g()
-    '''),
-    case('nonlocal_counter', '''
+    """,
+    ),
+    case(
+        'nonlocal_counter',
+        """
         async def outer() -> int:
             c = 0
             async def bump() -> None:
@@ -433,16 +560,22 @@ HAND: list[Case] = [
             return c
         await outer()
         await send_email(to="a@x", body="x")
-    '''),
-    case('helper_coroutine_awaited_later', '''
+    """,
+    ),
+    case(
+        'helper_coroutine_awaited_later',
+        """
         async def pair(k: int) -> int:
             a = await lookup(x=k)
             return a + await lookup(x=k + 4)
         p = pair(n * 4)
         await send_email(to="a@x", body="between")
         await p
-    '''),
-    case('first_of_over_helpers', '''
+    """,
+    ),
+    case(
+        'first_of_over_helpers',
+        """
         async def slow(k: int) -> int:
             await lookup(x=k)
             return await lookup(x=k + 4)
@@ -451,8 +584,11 @@ HAND: list[Case] = [
         v = await first_of(slow(n), fast(n + 1))
         w = await within(5, slow(0))
         await send_email(to="a@x", body=str(v + w))
-    '''),
-    case('script_raises_after_a_call', '''
+    """,
+    ),
+    case(
+        'script_raises_after_a_call',
+        """
         for i in range(3):
             try:
                 v = await lookup(x=i + n)
@@ -462,8 +598,11 @@ HAND: list[Case] = [
             except ValueError:
                 await send_email(to="a@x", body="big")
                 break
-    '''),
-    case('match_guard_calls', '''
+    """,
+    ),
+    case(
+        'match_guard_calls',
+        """
         match n:
             case 0 if await lookup(x=0) > 0:
                 await send_email(to="a@x", body="zero")
@@ -471,8 +610,11 @@ HAND: list[Case] = [
                 await notify(msg="odd")
             case _:
                 await lookup(x=8)
-    '''),
-    case('while_else_and_nested_def_in_loop', '''
+    """,
+    ),
+    case(
+        'while_else_and_nested_def_in_loop',
+        """
         c = 0
         while c < n:
             c += 1
@@ -481,32 +623,47 @@ HAND: list[Case] = [
             await step(c)
         else:
             await send_email(to="a@x", body="done")
-    '''),
-    case('lambda_returning_a_gather', '''
+    """,
+    ),
+    case(
+        'lambda_returning_a_gather',
+        """
         import asyncio
         both = lambda k: asyncio.gather(lookup(x=k), lookup(x=k + 4))
         for i in range(2):
             await both(i * 8)
         await notify(msg="x")
-    '''),
-    case('settled_directly', '''
+    """,
+    ),
+    case(
+        'settled_directly',
+        """
         r = await settled(check_entitlement(ticket_id=t))
         if r["ok"]:
             await issue_refund(ticket_id=t, cents=10)
         else:
             await send_email(to="ops@x", body=r.get("error", ""))
-    '''),
-    case('callee_in_a_dict', '''
+    """,
+    ),
+    case(
+        'callee_in_a_dict',
+        """
         table = {"mail": send_email}
         for i in range(n):
             await table["mail"](to="a@x", body=str(i))
-    '''),
-    case('refund_in_loop_after_one_check', '''
+    """,
+    ),
+    case(
+        'refund_in_loop_after_one_check',
+        """
         e = await check_entitlement(ticket_id=t)
         for i in range(n):
             await issue_refund(ticket_id=t, cents=e["max_cents"])
-    '''),
-    case('return_inside_finally_loop', '''
+    """,
+    ),
+    case(
+        'return_inside_finally_loop',
+        """
         async def attempt(k: int) -> int:
             for i in range(3):
                 try:
@@ -517,8 +674,11 @@ HAND: list[Case] = [
         await attempt(n)
         await attempt(3)
         await notify(msg="x")
-    '''),
-    case('coroutines_kept_then_gathered', '''
+    """,
+    ),
+    case(
+        'coroutines_kept_then_gathered',
+        """
         import asyncio
         async def pair(k: int) -> int:
             a = await lookup(x=k * 4)
@@ -527,8 +687,11 @@ HAND: list[Case] = [
         await send_email(to="a@x", body="between")
         await asyncio.gather(*ps)
         await notify(msg="x")
-    '''),
-    case('coroutines_appended_in_a_loop', '''
+    """,
+    ),
+    case(
+        'coroutines_appended_in_a_loop',
+        """
         import asyncio
         async def pair(k: int) -> int:
             return await lookup(x=k * 4)
@@ -538,16 +701,22 @@ HAND: list[Case] = [
             aws.append(lookup(x=i * 8))
         await asyncio.gather(*aws)
         await send_email(to="a@x", body="x")
-    '''),
-    case('forward_reference_between_helpers', '''
+    """,
+    ),
+    case(
+        'forward_reference_between_helpers',
+        """
         async def first(k: int) -> int:
             return await second(k) + await second(k + 4)
         async def second(k: int) -> int:
             return await lookup(x=k)
         for i in range(2):
             await first(i * 8)
-    '''),
-    case('helper_alias_and_default_helper', '''
+    """,
+    ),
+    case(
+        'helper_alias_and_default_helper',
+        """
         async def mail(i: int) -> bool:
             return await send_email(to="a@x", body=str(i))
         g = mail
@@ -556,8 +725,11 @@ HAND: list[Case] = [
         for i in range(3):
             await g(i)
             await run()
-    '''),
-    case('function_returning_a_call', '''
+    """,
+    ),
+    case(
+        'function_returning_a_call',
+        """
         def start(k: int):
             return lookup(x=k)
         def later(k: int):
@@ -565,8 +737,11 @@ HAND: list[Case] = [
         for i in range(3):
             await start(i * 4)
             await later(i * 4)()
-    '''),
-    case('loop_bounds_of_every_shape', '''
+    """,
+    ),
+    case(
+        'loop_bounds_of_every_shape',
+        """
         for ch in "abc":
             await lookup(x=0)
         for i in range(10, 0, -3):
@@ -575,8 +750,11 @@ HAND: list[Case] = [
             await notify(msg=str(x))
         while False:
             await send_email(to="a@x", body="never")
-    '''),
-    case('exception_from_a_helper', '''
+    """,
+    ),
+    case(
+        'exception_from_a_helper',
+        """
         async def risky(k: int) -> int:
             v = await lookup(x=k)
             return v
@@ -587,8 +765,11 @@ HAND: list[Case] = [
                 await send_email(to="ops@x", body=str(i))
                 continue
             await notify(msg=str(i))
-    '''),
-    case('finally_runs_on_return', '''
+    """,
+    ),
+    case(
+        'finally_runs_on_return',
+        """
         async def guarded(k: int) -> int:
             try:
                 return await lookup(x=k)
@@ -599,20 +780,29 @@ HAND: list[Case] = [
         except Exception:
             await notify(msg="failed")
         await guarded(0)
-    '''),
-    case('helper_in_a_comprehension_condition', '''
+    """,
+    ),
+    case(
+        'helper_in_a_comprehension_condition',
+        """
         async def pred(k: int) -> bool:
             return await lookup(x=k) > 2
         xs = [i for i in range(4) if await pred(i * 4)]
         await send_email(to="a@x", body=str(xs))
-    '''),
-    case('conditional_awaitables', '''
+    """,
+    ),
+    case(
+        'conditional_awaitables',
+        """
         import asyncio
         v = await (lookup(x=1) if flag else lookup(x=2))
         r = await asyncio.gather(lookup(x=4) if flag else notify(msg="x"), lookup(x=8))
         await send_email(to="a@x", body=str(v))
-    '''),
-    case('identity_and_wrapping_decorators', '''
+    """,
+    ),
+    case(
+        'identity_and_wrapping_decorators',
+        """
         def same(f):
             return f
         def twice(f):
@@ -629,16 +819,23 @@ HAND: list[Case] = [
         await one(0)
         await two(n * 4)
         await notify(msg="x")
-    ''', complete=None),
-    case('defaults_evaluated_per_definition', '''
+    """,
+        complete=None,
+    ),
+    case(
+        'defaults_evaluated_per_definition',
+        """
         for i in range(3):
             async def g(v=lookup(x=i * 4)) -> int:
                 return await v
             await g()
         f = lambda w=send_email(to="a@x", body="default"): w
         await f()
-    '''),
-    case('shared_state_in_recursive_helper', '''
+    """,
+    ),
+    case(
+        'shared_state_in_recursive_helper',
+        """
         state = {"count": 0}
         async def bump() -> None:
             state["count"] += 1
@@ -647,27 +844,39 @@ HAND: list[Case] = [
                 await bump()
         await bump()
         await send_email(to="a@x", body=str(state))
-    '''),
-    case('loop_over_a_conditional_range', '''
+    """,
+    ),
+    case(
+        'loop_over_a_conditional_range',
+        """
         for i in (range(3) if flag else range(5)):
             await lookup(x=i * 4)
         await notify(msg="x")
-    '''),
-    case('sorted_with_a_calling_key', '''
+    """,
+    ),
+    case(
+        'sorted_with_a_calling_key',
+        """
         async def score(k: int) -> int:
             return await lookup(x=k * 4)
         keys = [score(k) for k in range(3)]
         vals = [await c for c in keys]
         best = sorted(range(3), key=lambda i: vals[i])
         await send_email(to="a@x", body=str(best))
-    '''),
-    case('fire_and_forget_call', '''
+    """,
+    ),
+    case(
+        'fire_and_forget_call',
+        """
         pending = lookup(x=4)
         for i in range(2):
             pending = send_email(to="a@x", body=str(i))
         await lookup(x=8)
-    '''),
-    case('calls_in_loop_headers_and_conditions', '''
+    """,
+    ),
+    case(
+        'calls_in_loop_headers_and_conditions',
+        """
         for i in range(await lookup(x=n)):
             await notify(msg=str(i))
         for j in [await lookup(x=0)] * 3:
@@ -676,8 +885,11 @@ HAND: list[Case] = [
         while await lookup(x=c * 4) < 9:
             c += 1
         await send_email(to="a@x", body=str(c))
-    '''),
-    case('calls_in_elif_and_assert_message', '''
+    """,
+    ),
+    case(
+        'calls_in_elif_and_assert_message',
+        """
         if n == 0:
             await lookup(x=0)
         elif await lookup(x=n * 4) > 5:
@@ -688,21 +900,30 @@ HAND: list[Case] = [
             assert flag, await lookup(x=12)
         except AssertionError:
             await send_email(to="ops@x", body="assert")
-    '''),
-    case('calls_in_subscripts_slices_and_keys', '''
+    """,
+    ),
+    case(
+        'calls_in_subscripts_slices_and_keys',
+        """
         xs = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         d = {await lookup(x=0): await lookup(x=4)}
         v = xs[await lookup(x=0):await lookup(x=8)]
         d[await lookup(x=12)] = 1
         await send_email(to="a@x", body=str([d, v, xs[await lookup(x=n * 4) % 10]]))
-    '''),
-    case('chained_short_circuits', '''
+    """,
+    ),
+    case(
+        'chained_short_circuits',
+        """
         a = flag and await lookup(x=1) or await notify(msg="or")
         b = (not flag) or (await lookup(x=n) > 2 and await notify(msg="and"))
         c = await lookup(x=4) if flag else (await lookup(x=8) if n > 2 else await notify(msg="else"))
         await send_email(to="a@x", body=str([a, b, c]))
-    '''),
-    case('raise_from_plain_code', '''
+    """,
+    ),
+    case(
+        'raise_from_plain_code',
+        """
         for i in range(4):
             try:
                 v = await lookup(x=i)
@@ -715,8 +936,11 @@ HAND: list[Case] = [
             except Exception:
                 await send_email(to="ops@x", body="other")
                 raise
-    '''),
-    case('break_in_finally_and_try_in_while', '''
+    """,
+    ),
+    case(
+        'break_in_finally_and_try_in_while',
+        """
         c = 0
         while c < 5:
             c += 1
@@ -730,16 +954,22 @@ HAND: list[Case] = [
             await notify(msg=str(c))
         else:
             await send_email(to="a@x", body="no break")
-    '''),
-    case('list_of_helper_coroutines_awaited_in_loop', '''
+    """,
+    ),
+    case(
+        'list_of_helper_coroutines_awaited_in_loop',
+        """
         async def one(k: int) -> int:
             await lookup(x=k)
             return await lookup(x=k + 8)
         for co in [one(0), one(4), one(n)]:
             await co
             await notify(msg="x")
-    '''),
-    case('first_of_quorum_within_of_helpers_in_loop', '''
+    """,
+    ),
+    case(
+        'first_of_quorum_within_of_helpers_in_loop',
+        """
         async def two(k: int) -> int:
             await lookup(x=k)
             return await lookup(x=k + 4)
@@ -748,22 +978,31 @@ HAND: list[Case] = [
             await quorum(1, two(i), two(i + 8))
             await within(3, two(i * 8))
         await notify(msg="x")
-    '''),
-    case('assert_message_is_evaluated_only_on_failure', '''
+    """,
+    ),
+    case(
+        'assert_message_is_evaluated_only_on_failure',
+        """
         try:
             await lookup(x=0)
             assert flag, await lookup(x=12)
             await send_email(to="a@x", body="after")
         except AssertionError:
             await notify(msg="assert")
-    '''),
-    case('starred_argument_after_a_keyword', '''
+    """,
+    ),
+    case(
+        'starred_argument_after_a_keyword',
+        """
         async def g(*args: int, x: int = 0) -> int:
             return x
         await g(x=await lookup(x=0), *[await notify(msg="a")])
         await send_email(to="a@x", body="x")
-    '''),
-    case('task_outlives_a_failed_gather', '''
+    """,
+    ),
+    case(
+        'task_outlives_a_failed_gather',
+        """
         import asyncio
         async def pair(k: int) -> int:
             a = await lookup(x=k)
@@ -775,9 +1014,12 @@ HAND: list[Case] = [
             await send_email(to="ops@x", body="failed")
         await send_email(to="a@x", body="after")
         await check_entitlement(ticket_id=t)
-    '''),
+    """,
+    ),
     # 2,048 inlined calls of l11: past the analysis's inline limit, while a run makes a few dozen calls.
-    case('helpers_past_the_inline_limit', '''
+    case(
+        'helpers_past_the_inline_limit',
+        """
         async def l0(k: int) -> int:
             if k <= 0:
                 return await lookup(x=4)
@@ -837,9 +1079,12 @@ HAND: list[Case] = [
             return await lookup(x=k * 4)
         await l0(n)
         await notify(msg="x")
-    '''),
+    """,
+    ),
     # Evaluation order, one call a line, so each transition is between different sites.
-    case('evaluation_order_of_assignments', '''
+    case(
+        'evaluation_order_of_assignments',
+        """
         d = {1: 0, 5: 0}
         xs = [3, 1]
         d[
@@ -860,8 +1105,11 @@ HAND: list[Case] = [
             await lookup(x=16),
             await lookup(x=20),
         )
-    '''),
-    case('evaluation_order_of_expressions', '''
+    """,
+    ),
+    case(
+        'evaluation_order_of_expressions',
+        """
         xs = [1, 2, 3, 4, 5, 6]
         d = {
             await lookup(x=0):
@@ -879,8 +1127,11 @@ HAND: list[Case] = [
             ) * 4
         )
         await send_email(to="a@x", body=str([d, v, w]))
-    '''),
-    case('evaluation_order_of_call_arguments', '''
+    """,
+    ),
+    case(
+        'evaluation_order_of_call_arguments',
+        """
         async def g(a: int, *rest: int, b: int = 0, **more: int) -> int:
             return a
         v = await g(
@@ -892,14 +1143,20 @@ HAND: list[Case] = [
             **{"z":
                await lookup(x=n)})
         await send_email(to="a@x", body=str(v))
-    '''),
-    case('alias_and_direct_call_on_one_line', '''
+    """,
+    ),
+    case(
+        'alias_and_direct_call_on_one_line',
+        """
         look = lookup
         vs = await settle_all(lookup(x=9), look(x=n), lookup(x=4))
         for i in range(2):
             await notify(msg=str(await look(x=i * 4) + await lookup(x=8)))
-    '''),
-    case('guarded_callee_as_a_value', '''
+    """,
+    ),
+    case(
+        'guarded_callee_as_a_value',
+        """
         r = issue_refund
         async def pay(f, k: int) -> str:
             return await f(ticket_id=t, cents=k)
@@ -913,8 +1170,11 @@ HAND: list[Case] = [
             await pay(issue_refund, 2)
         except Exception:
             await send_email(to="ops@x", body="failed")
-    '''),
-    case('gather_imported_other_ways', '''
+    """,
+    ),
+    case(
+        'gather_imported_other_ways',
+        """
         import asyncio as aio
         from asyncio import gather
         async def pair(k: int) -> int:
@@ -924,8 +1184,11 @@ HAND: list[Case] = [
         await aio.gather(pair(0), pair(n))
         await gather(*[pair(i) for i in range(2)])
         await send_email(to="a@x", body="x")
-    '''),
-    case('gather_of_settled_helpers', '''
+    """,
+    ),
+    case(
+        'gather_of_settled_helpers',
+        """
         import asyncio
         async def pair(k: int) -> int:
             a = await lookup(x=k)
@@ -935,8 +1198,11 @@ HAND: list[Case] = [
         for r in rs:
             if not r["ok"]:
                 await send_email(to="ops@x", body=r.get("error", ""))
-    '''),
-    case('recursive_task_outlives_a_failed_gather', '''
+    """,
+    ),
+    case(
+        'recursive_task_outlives_a_failed_gather',
+        """
         import asyncio
         async def walk(k: int) -> int:
             if k <= 0:
@@ -956,70 +1222,119 @@ HAND: list[Case] = [
             await send_email(to="ops@x", body="again")
             await send_email(to="ops@x", body="and again")
         await check_entitlement(ticket_id=t)
-    '''),
+    """,
+    ),
     # Constructs a workflow never needs and that defeat the analysis: the checker refuses them.
-    case('eval_a_callee', '''
+    case(
+        'eval_a_callee',
+        """
         e = eval("send_" + "email")
         await e(to="z@x", body="w")
-    ''', refused=True),
-    case('exec_a_call', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'exec_a_call',
+        """
         exec("x = 1")
         await send_email(to="z@x", body="w")
-    ''', refused=True),
-    case('compile_a_call', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'compile_a_call',
+        """
         c = compile("1", "s", "eval")
         await send_email(to="z@x", body="w")
-    ''', refused=True),
-    case('globals_lookup', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'globals_lookup',
+        """
         f = globals()["send_" + "email"]
         await f(to="z@x", body="w")
-    ''', refused=True),
-    case('vars_lookup', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'vars_lookup',
+        """
         f = vars()["send_email"]
         await f(to="z@x", body="w")
-    ''', refused=True),
-    case('computed_getattr', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'computed_getattr',
+        """
         import asyncio
         g = getattr(asyncio, "gat" + "her")
         await g(send_email(to="z@x", body="w"))
-    ''', refused=True),
-    case('class_method_calls', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'class_method_calls',
+        """
         class Mailer:
             async def send(self, i: int) -> bool:
                 return await send_email(to="x@x", body=str(i))
         m = Mailer()
         for i in range(n + 1):
             await m.send(i)
-    ''', refused=True),
-    case('local_def_shadows_check', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'local_def_shadows_check',
+        """
         async def check_entitlement(ticket_id: str) -> dict[str, bool]:
             return {"eligible": True}
         await check_entitlement(ticket_id=t)
         await issue_refund(ticket_id=t, cents=100)
-    ''', refused=True),
-    case('assignment_shadows_callee', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'assignment_shadows_callee',
+        """
         async def fake(x: int) -> int:
             return x
         lookup = fake
         await lookup(x=1)
         await notify(msg="x")
-    ''', refused=True),
-    case('import_shadows_callee', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'import_shadows_callee',
+        """
         from asyncio import gather as lookup
         await lookup()
         await notify(msg="x")
-    ''', refused=True),
-    case('parameter_shadows_callee', '''
+    """,
+        refused=True,
+    ),
+    case(
+        'parameter_shadows_callee',
+        """
         async def f(lookup: int) -> int:
             return lookup + 1
         await f(1)
         await notify(msg="x")
-    ''', refused=None),
-    case('loop_variable_shadows_callee', '''
+    """,
+        refused=None,
+    ),
+    case(
+        'loop_variable_shadows_callee',
+        """
         for send_email in [1, 2]:
             pass
         await lookup(x=0)
-    ''', refused=None),
+    """,
+        refused=None,
+    ),
 ]
 
 
@@ -1103,8 +1418,10 @@ class Grammar:
 
     def mutual(self) -> None:
         """Two functions that call each other, one of them through a gather that doubles the calls."""
-        for name, tail in (('m0', 'return v + await m1(k - 1)'),
-                           ('m1', 'vs = await asyncio.gather(m0(k - 2), m0(k - 3))\nreturn v + len(vs)')):
+        for name, tail in (
+            ('m0', 'return v + await m1(k - 1)'),
+            ('m1', 'vs = await asyncio.gather(m0(k - 2), m0(k - 3))\nreturn v + len(vs)'),
+        ):
             self.emit(0, f'async def {name}(k: int) -> int:')
             self.emit(1, 'v = k')
             self.emit(1, 'if k <= 0:')
@@ -1121,8 +1438,9 @@ class Grammar:
         the order of the calls of one statement is checked call by call."""
         return '\n        ' if self.rng.random() < 0.4 else ' '
 
-    def block(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str],
-              in_try: bool = False) -> None:
+    def block(
+        self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str], in_try: bool = False
+    ) -> None:
         for _ in range(self.rng.randint(1, 4 if depth < 3 else 2)):
             self.statement(depth, indent, in_loop=in_loop, in_function=in_function, names=names, in_try=in_try)
 
@@ -1140,11 +1458,17 @@ class Grammar:
 
     def condition(self, names: list[str]) -> str:
         rng = self.rng
-        return rng.choice([
-            'flag', 'not flag', f'n > {rng.randint(0, 4)}', f'v % 2 == {rng.randint(0, 1)}',
-            f'{rng.choice([*names, "v"])} < {rng.randint(1, 6)}', 't.startswith("T")',
-            f'await {self.call(names)} > {rng.randint(2, 8)}',
-        ])
+        return rng.choice(
+            [
+                'flag',
+                'not flag',
+                f'n > {rng.randint(0, 4)}',
+                f'v % 2 == {rng.randint(0, 1)}',
+                f'{rng.choice([*names, "v"])} < {rng.randint(1, 6)}',
+                't.startswith("T")',
+                f'await {self.call(names)} > {rng.randint(2, 8)}',
+            ]
+        )
 
     def ticket(self) -> str:
         return self.rng.choice(['t', 't', '"T-1"', '"bad-2"'])
@@ -1161,8 +1485,9 @@ class Grammar:
 
     # -- statements
 
-    def statement(self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str],
-                  in_try: bool = False) -> None:
+    def statement(
+        self, depth: int, indent: int, *, in_loop: bool, in_function: bool, names: list[str], in_try: bool = False
+    ) -> None:
         rng = self.rng
         kinds = ['call', 'call', 'notify', 'email', 'check', 'refund', 'short', 'ternary']
         if in_try:  # raised where a handler may catch it (most of the time), so runs go on
@@ -1198,14 +1523,17 @@ class Grammar:
             self.emit(indent, f'v += len([{element}{self.split()}for j in {self.iterable()}{cond}])')
         else:
             second = f'{self.split()}+ await {self.call(names)}' if rng.random() < 0.3 else ''
-            self.guarded(indent, {
-                'call': f'v += (await {self.call(names)}{second})',
-                'notify': f'await notify(msg=str({expr}))',
-                'check': f'e = await check_entitlement(ticket_id={self.ticket()})',
-                'refund': f'await issue_refund(ticket_id={self.ticket()}, cents={expr})',
-                'short': f'b = {self.condition(names)} {rng.choice(["or", "and"])} await notify(msg="s")',
-                'ternary': f'v = await {self.call(names)} if {self.condition(names)} else v',
-            }[kind])
+            self.guarded(
+                indent,
+                {
+                    'call': f'v += (await {self.call(names)}{second})',
+                    'notify': f'await notify(msg=str({expr}))',
+                    'check': f'e = await check_entitlement(ticket_id={self.ticket()})',
+                    'refund': f'await issue_refund(ticket_id={self.ticket()}, cents={expr})',
+                    'short': f'b = {self.condition(names)} {rng.choice(["or", "and"])} await notify(msg="s")',
+                    'ternary': f'v = await {self.call(names)} if {self.condition(names)} else v',
+                }[kind],
+            )
 
     def guarded(self, indent: int, line: str) -> None:
         """`line`, most of the time in a try whose handler mails: a call that fails or is refused does not always
@@ -1220,8 +1548,9 @@ class Grammar:
 
     def join(self, indent: int, names: list[str]) -> None:
         rng = self.rng
-        kind = rng.choice(['asyncio.gather', 'settle_all', 'asyncio.gather', 'settle_all', 'first_of', 'quorum',
-                           'within'])
+        kind = rng.choice(
+            ['asyncio.gather', 'settle_all', 'asyncio.gather', 'settle_all', 'first_of', 'quorum', 'within']
+        )
         if kind == 'within':
             self.emit(indent, f'v += await within(5, {self.call(names)})')
             return
