@@ -121,6 +121,8 @@ class Walker:
         self.values: set[int] = set(self.scopes.values)
         self.loose: set[str] = set()
         """Nodes of functions walked as values: they may run between any two calls."""
+        self.outliving: set[int] = set()
+        """Recursion regions whose recursive call a gather runs as a task that can outlive the gather (`join_`)."""
         self.walking_value = False
         self.inlined = 0
 
@@ -449,6 +451,8 @@ class Walker:
         self.context = saved
         if recursive:
             self.regions.pop()
+            if id(region) in self.outliving:
+                self.loose.update(region)
             for node in region:
                 self.link(frontier, node, 'next')
                 self.link(frozenset(region), node, 'loop')
@@ -491,8 +495,11 @@ class Walker:
                 out = out | frozenset(arm)  # it may stop at any of its calls (a failure it keeps, a cancellation)
             elif (len(node.args) + len(node.keywords) > 1 or isinstance(value, ast.Starred)) and self.coroutine(value):
                 # When another argument fails, the gather raises but a script coroutine goes on running
-                # (measured in Monty 1.4.0): its calls may come between any later ones.
+                # (measured in Monty 1.4.0): its calls may come between any later ones. A recursive call
+                # has no nodes of its own here: its calls are those of the recursion being walked.
                 self.loose.update(arm)
+                if self.recursive_call(value):
+                    self.outliving.update(id(region) for region in self.regions)
             arms.append(arm)
             exits.append(out)
             certain |= sure if succeeds else frozenset()
@@ -516,6 +523,13 @@ class Walker:
         if isinstance(func, ast.Name) and func.id in JOINS:
             return func.id
         return None
+
+    def recursive_call(self, arg: ast.AST) -> bool:
+        """Whether a join's argument calls a script function being walked (a recursion), which `inline` skips."""
+        function = (
+            self.scopes.function(arg.func) if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) else None
+        )
+        return function is not None and id(function) in self.stack
 
     def coroutine(self, arg: ast.AST) -> bool:
         """Whether a join's argument is (or, starred, makes) coroutines of the script's own functions."""
