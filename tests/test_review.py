@@ -1,0 +1,188 @@
+"""Plan review (`Harness(review=...)`) and grants: a script that meets the review waits before its first call, a person
+approves or rejects its plan, the approved plan's bounds hold while it runs, and one grant approves a loop's calls.
+
+Real Monty and a real SQLite file; a fresh Harness on the same file is the restart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic_ai.exceptions import UserError
+
+from harness import Harness, WorkflowError
+
+SCRIPT = """\
+sent = []
+for to in ['ann', 'bob']:
+    body = await draft(to=to)
+    sent.append(await send_email(to=to, body=body))
+sent
+"""
+
+
+def build(
+    store: Path | str, calls: list[str], *, review: object = 'side_effects', extra: bool = False, **options: object
+) -> Harness:
+    """A catalog with a harmless tool and a side-effecting one (`extra`: one more, registered later)."""
+    h = Harness(store=str(store), review=review, **options)  # type: ignore[arg-type]
+
+    @h.tool
+    async def draft(*, to: str) -> str:
+        calls.append(f'draft {to}')
+        return f'hello {to}'
+
+    @h.tool(side_effect=True)
+    async def send_email(*, to: str, body: str) -> str:
+        calls.append(f'send {to}')
+        return f'sent to {to}'
+
+    if extra:
+
+        @h.tool(side_effect=True)
+        async def wire_money(*, to: str) -> str:
+            calls.append(f'wire {to}')
+            return f'wired {to}'
+
+    return h
+
+
+async def test_a_reviewed_script_runs_nothing_until_its_plan_is_approved_across_a_restart(tmp_path: Path) -> None:
+    store, calls = tmp_path / 'runs.db', []
+    async with build(store, calls) as h:
+        r = await h.run(SCRIPT)
+        assert r.status == 'waiting' and r.waiting == []
+        assert r.plan is not None and r.plan.code == SCRIPT
+        assert r.plan.analysis.bounds == {'draft': 2, 'send_email': 2}
+        assert r.plan.estimate.calls == {'draft': 2, 'send_email': 2}
+        assert r.plan.irreversible == ('send_email',)
+        assert h.store is not None and h.store.calls(r.run_id) == []
+        assert h.store.get_run(r.run_id).status == 'waiting'  # type: ignore[union-attr]
+    assert calls == []  # nothing ran, no worker held: the run is its row in the store
+    async with build(store, calls) as again:  # a restart: a fresh Harness on the same file
+        still = await again.resume(r.run_id)
+        assert still.status == 'waiting' and still.plan is not None and calls == []  # not approved: nothing ran
+        assert again.approve(r.run_id, by='dana') == [0]
+        done = await again.resume(r.run_id)
+    assert done.status == 'completed' and done.value == ['sent to ann', 'sent to bob']
+    assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
+
+
+async def test_a_script_the_review_does_not_meet_runs_at_once(make_harness: object, tmp_path: Path) -> None:
+    calls: list[str] = []
+    async with build(tmp_path / 'runs.db', calls) as h:
+        r = await h.run("await draft(to='ann')")
+    assert r.status == 'completed' and r.plan is None and calls == ['draft ann']
+
+
+async def test_always_and_a_callable_policy(tmp_path: Path) -> None:
+    seen = []
+
+    def costly(plan: object) -> bool:
+        seen.append(plan)
+        return sum(n or 0 for n in plan.analysis.bounds.values()) > 3  # type: ignore[attr-defined]
+
+    calls: list[str] = []
+    async with build(tmp_path / 'a.db', calls, review='always') as h:
+        assert (await h.run("await draft(to='ann')")).status == 'waiting'
+    async with build(tmp_path / 'b.db', calls, review=costly) as h:
+        assert (await h.run(SCRIPT)).status == 'waiting'  # 4 calls at most
+        assert (await h.run("await draft(to='ann')")).status == 'completed'
+    assert len(seen) == 2 and calls == ['draft ann']
+
+
+async def test_a_rejected_plan_ends_its_run_and_nothing_ran(tmp_path: Path) -> None:
+    calls: list[str] = []
+    async with build(tmp_path / 'runs.db', calls) as h:
+        r = await h.run(SCRIPT)
+        assert h.reject(r.run_id, reason='not today', by='dana') == [0]
+        assert h.store is not None
+        row = h.store.get_run(r.run_id)
+        assert row is not None and row.status == 'failed'
+        assert row.error == f'The plan of run {r.run_id} was rejected by dana: not today. Nothing ran.'
+        with pytest.raises(WorkflowError, match='was rejected by dana: not today'):
+            await h.resume(r.run_id)
+    assert calls == []
+
+
+async def test_an_approved_plan_bounds_the_run(tmp_path: Path) -> None:
+    """The plan approved named no `wire_money` (the catalog had none when it was made); the script reaches it
+    after a restart with the callee added, and the approved plan refuses it: catchable, named, nothing wired."""
+    store, calls = tmp_path / 'runs.db', []
+    code = """\
+sent = await send_email(to='ann', body='hi')
+try:
+    wired = await wire_money(to='ann')
+except PermissionError as e:
+    wired = str(e)
+[sent, wired]
+"""
+    async with build(store, calls, type_check=False) as h:  # unchecked: wire_money is not in this catalog yet
+        r = await h.run(code)
+        assert r.status == 'waiting' and r.plan is not None and r.plan.bounds == {'send_email': 1}
+    async with build(store, calls, extra=True, type_check=False) as h:
+        h.approve(r.run_id)
+        done = await h.resume(r.run_id)
+    assert done.value == [
+        'sent to ann',
+        'wire_money is past the approved plan of this run, which allows 0 call(s) of it; it was not called.',
+    ]
+    assert calls == ['send ann']
+    assert [(c.callee, c.status) for c in done.calls] == [('send_email', 'ok'), ('wire_money', 'refused')]
+
+
+LOOP = """\
+sent = 0
+for i in range(50):
+    await send_email(to=f'user{i}@example.com', body='hi')
+    sent += 1
+await send_email(to='eve@elsewhere.org', body='hi')
+sent
+"""
+
+
+def gated(store: Path, sent: list[str]) -> Harness:
+    h = Harness(store=str(store), review='side_effects')
+
+    @h.tool(side_effect=True, approval=True)
+    async def send_email(*, to: str, body: str) -> str:
+        sent.append(to)
+        return 'sent'
+
+    return h
+
+
+async def test_one_grant_lets_a_50_call_loop_of_gated_calls_run(tmp_path: Path) -> None:
+    sent: list[str] = []
+    async with gated(tmp_path / 'runs.db', sent) as h:
+        r = await h.run(LOOP)
+        assert r.status == 'waiting' and r.plan is not None and r.plan.bounds == {'send_email': 51}
+        h.approve(r.run_id)
+        h.grant(r.run_id, 'send_email', max_calls=50, when=lambda args: args['to'].endswith('@example.com'))
+        r = await h.resume(r.run_id)  # one decision covered the loop; the call it does not cover waits
+        assert sent == [f'user{i}@example.com' for i in range(50)]
+        assert r.status == 'waiting' and [(p.seq, p.arguments['to']) for p in r.waiting] == [(51, 'eve@elsewhere.org')]
+        assert h.approve(r.run_id) == [51]
+        r = await h.resume(r.run_id)
+    assert r.status == 'completed' and r.value == 50 and sent[-1] == 'eve@elsewhere.org'
+
+
+async def test_a_grant_covers_at_most_max_calls(tmp_path: Path) -> None:
+    sent: list[str] = []
+    async with gated(tmp_path / 'runs.db', sent) as h:
+        r = await h.run(LOOP)
+        h.approve(r.run_id)
+        h.grant(r.run_id, 'send_email', max_calls=20)
+        r = await h.resume(r.run_id)
+        assert len(sent) == 20 and [p.seq for p in r.waiting] == [21]
+        with pytest.raises(UserError, match='approval=True'):
+            h.grant(r.run_id, 'draft')
+
+
+@pytest.mark.parametrize('bad', ['sometimes', 3])
+def test_review_takes_a_policy(bad: object) -> None:
+    with pytest.raises(UserError, match="review= takes 'side_effects', 'always' or a callable"):
+        Harness(store=':memory:', review=bad)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match='give a store'):
+        Harness(store=None, review='always')
