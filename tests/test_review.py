@@ -6,7 +6,9 @@ Real Monty and a real SQLite file; a fresh Harness on the same file is the resta
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.exceptions import UserError
@@ -186,3 +188,27 @@ def test_review_takes_a_policy(bad: object) -> None:
         Harness(store=':memory:', review=bad)  # type: ignore[arg-type]
     with pytest.raises(UserError, match='give a store'):
         Harness(store=None, review='always')
+
+
+async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) -> None:
+    store, calls = tmp_path / 'runs.db', []
+    async with build(store, calls) as h:
+        r = await h.run(SCRIPT)
+    listed = cli(['pending', '--store', str(store)], cwd=tmp_path, columns=120)
+    assert listed.exit_code == 0, listed.stdout + listed.stderr
+    out = listed.stdout
+    assert f'plan of run {r.run_id}' in out and "  | for to in ['ann', 'bob']:" in out
+    assert 'bounds: draft 2 calls, send_email 2 calls' in out and 'irreversible: send_email' in out
+    assert 'worst case: $0.0000' in out and 'harness approve RUN' in out
+    as_json = json.loads(cli(['pending', '--json', '--store', str(store)], cwd=tmp_path).stdout)
+    assert as_json == [{'run_id': r.run_id, 'plan': r.plan.stored(), 'script': SCRIPT}]  # type: ignore[union-attr]
+    shown = cli(['show', r.run_id, '--store', str(store)], cwd=tmp_path, columns=120)
+    assert shown.exit_code == 0 and 'bounds: draft 2 calls, send_email 2 calls' in shown.stdout
+    assert shown.stdout.count("for to in ['ann', 'bob']:") == 1  # the script once, above the plan
+    assert 'SEQ' not in out  # no call waits: only the plan's way to decide is shown
+    approved = cli(['approve', r.run_id, '--by', 'dana', '--store', str(store)], cwd=tmp_path, columns=120)
+    assert approved.exit_code == 0 and f'approved the plan of run {r.run_id}' in approved.stdout
+    assert 'nothing waits for approval' in cli(['pending', '--store', str(store)], cwd=tmp_path).stdout
+    async with build(store, calls) as h:
+        assert (await h.resume(r.run_id)).status == 'completed'
+    assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']

@@ -84,12 +84,12 @@ def meets(review: ReviewPolicy, plan: ReviewPlan) -> bool:
 
 
 def plan_text(stored: Mapping[str, Any], code: str, *, lines: int | None = None) -> str:
-    """A stored plan as a person reads it: the script (its first `lines`), per-callee bounds, what cannot be undone,
-    the worst case."""
+    """A stored plan as a person reads it: the script (its first `lines`; 0: none), per-callee bounds, what cannot be
+    undone, the worst case."""
     script = code.strip('\n').splitlines()
     shown = script if lines is None else script[:lines]
-    out = ['script:', *(f'  | {line}' for line in shown)]
-    if len(shown) < len(script):
+    out = ['script:', *(f'  | {line}' for line in shown)] if lines != 0 else []
+    if lines != 0 and len(shown) < len(script):
         out.append(f'  | ... ({len(script) - len(shown)} more line(s))')
     bounds = stored.get('bounds') or {}
     out.append('bounds: ' + (', '.join(f'{name} {most(n)}' for name, n in sorted(bounds.items())) or 'no calls'))

@@ -150,7 +150,7 @@ def show(
         short=short,
         full=full,
     )
-    show_plan(run)
+    show_plan(run, lines=0)  # the script is shown above
 
 
 def show_plan(run: RunRow, *, lines: int | None = None) -> None:
@@ -408,10 +408,11 @@ def pending(
         )
     for p in found:
         console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
-    console.print(
-        '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
-        'then: harness resume RUN[/dim]'
-    )
+    if found:
+        console.print(
+            '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
+            'then: harness resume RUN[/dim]'
+        )
 
 
 def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: str | None) -> None:
