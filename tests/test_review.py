@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from harness import Harness, WorkflowError
 
@@ -211,4 +214,27 @@ async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) 
     assert 'nothing waits for approval' in cli(['pending', '--store', str(store)], cwd=tmp_path).stdout
     async with build(store, calls) as h:
         assert (await h.resume(r.run_id)).status == 'completed'
+    assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
+
+
+def test_under_an_orchestrator_the_plan_is_a_deferred_approval_of_run_workflow(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                return ModelResponse(parts=[TextPart(f'done: {part.content}')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': SCRIPT})])
+
+    with build(tmp_path / 'runs.db', calls) as h:
+        agent = h.orchestrator(FunctionModel(model))
+        first = agent.run_sync('email ann and bob')
+        assert isinstance(first.output, DeferredToolRequests) and calls == []
+        (call,) = first.output.approvals
+        plan = first.output.metadata[call.tool_call_id]['plan']
+        assert plan['code'] == SCRIPT and plan['bounds'] == {'draft': 2, 'send_email': 2}
+        assert plan['irreversible'] == ['send_email'] and plan['worst_case'] == '$0.0000'
+        results = DeferredToolResults(approvals={call.tool_call_id: True})
+        second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert second.output == "done: ['sent to ann', 'sent to bob']"
     assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
