@@ -238,3 +238,25 @@ def test_under_an_orchestrator_the_plan_is_a_deferred_approval_of_run_workflow(t
         second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
     assert second.output == "done: ['sent to ann', 'sent to bob']"
     assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
+
+
+async def test_other_branches_of_a_gather_keep_running_while_one_call_waits(tmp_path: Path) -> None:
+    code = """\
+import asyncio
+async def team():
+    for i in range(5):
+        await send_email(to=f'user{i}@example.com', body='hi')
+    return 5
+(await asyncio.gather(send_email(to='eve@elsewhere.org', body='hi'), team()))[1]
+"""
+    sent: list[str] = []
+    async with gated(tmp_path / 'runs.db', sent) as h:
+        r = await h.run(code)
+        h.approve(r.run_id)
+        h.grant(r.run_id, 'send_email', when=lambda args: args['to'].endswith('@example.com'))
+        r = await h.resume(r.run_id)
+        assert r.status == 'waiting' and [p.arguments['to'] for p in r.waiting] == ['eve@elsewhere.org']
+        assert sent == [f'user{i}@example.com' for i in range(5)]  # the branch beside the waiting call ran on
+        h.approve(r.run_id)
+        r = await h.resume(r.run_id)
+    assert r.value == 5 and sent[-1] == 'eve@elsewhere.org'
