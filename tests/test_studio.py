@@ -285,6 +285,28 @@ def test_approve_and_reject_then_resume(studio: Callable[..., Studio], runs: Cal
     assert page['calls'][1]['decision']['decided_by'] == 'ops lead'
 
 
+def test_a_plan_waits_on_the_run_page_and_is_approved_or_rejected(
+    studio: Callable[..., Studio], tmp_path: Path
+) -> None:
+    code = 'a = await lookup(key="ab")\nawait send_email(to="a@example.com", body="one")\n'
+    with catalog(Harness(store=str(tmp_path / 'runs.db'), review='side_effects')) as h:
+        held, other = h.run_sync(code), h.run_sync(code)
+    assert held.status == 'waiting' and held.plan is not None
+    s = studio()
+    page = s.get(f'/api/runs/{held.run_id}')
+    assert page['plan']['bounds'] == {'lookup': 1, 'send_email': 1} and page['plan']['irreversible'] == ['send_email']
+    assert 'bounds: lookup 1 call, send_email 1 call' in page['plan']['text'] and page['pending'] == []
+    assert page['actions']['decide'] and not page['actions']['resume']
+    assert [p['run_id'] for p in s.get('/api/pending')['plans']] == [held.run_id, other.run_id]
+    assert s.post(f'/api/runs/{held.run_id}/approve', {})['decided'] == [0]
+    resumed = s.post(f'/api/runs/{held.run_id}/resume')
+    assert resumed['status'] == 'waiting' and [p['seq'] for p in resumed['waiting']] == [2]  # the gated call's own
+    s.post(f'/api/runs/{other.run_id}/reject', {'reason': 'not today', 'by': 'ops lead'})
+    rejected = s.get(f'/api/runs/{other.run_id}')
+    assert rejected['status'] == 'failed' and rejected['plan'] is None and rejected['calls'] == []
+    assert s.get('/api/pending')['plans'] == []
+
+
 def test_replay_and_fork(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
     done = runs('a = await lookup(key="ab")\nb = await lookup(key="abcd")\n[a["count"], b["count"]]\n')
     s = studio()
