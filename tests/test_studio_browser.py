@@ -384,6 +384,29 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
         h.close()
 
 
+def test_a_plan_card_is_approved_and_the_run_goes_on_to_its_gated_call(page: Any, tmp_path: Path) -> None:
+    from test_studio import catalog
+
+    from harness import Harness
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db'), review='side_effects'))
+    code = 'a = await lookup(key="ab")\nawait send_email(to="a@example.com", body="one")\n'
+    try:
+        held = h.run_sync(code)
+        with studio_in_thread(h, None, 'none') as url:
+            page.goto(f'{url}/runs/{held.run_id}')
+            card = page.locator('.plan-card')
+            card.wait_for()
+            assert 'bounds: lookup 1 call, send_email 1 call' in card.inner_text()
+            assert 'irreversible: send_email' in card.inner_text()
+            card.locator('button.approve').click()  # approved, then resumed by the page: it waits at the email
+            page.locator('.approvals .pending-call[data-seq="2"]').wait_for()
+            assert page.locator('.plan-card').count() == 0
+            assert page.locator('tr.call-row[data-seq="1"]').get_attribute('data-status') == 'ok'
+    finally:
+        h.close()
+
+
 HOSTILE_MARKDOWN = """# Findings <script>window.pwned = 1</script>
 
 Some **bold**, *italic*, `code <b>`, ~~gone~~ and a [safe link](https://example.com/a?b=1) but

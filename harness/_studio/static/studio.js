@@ -177,9 +177,10 @@ async function route() {
 async function refreshPending() {
   const badge = document.getElementById('pending-badge');
   try {
-    const { pending } = await api('/api/pending');
-    badge.textContent = pending.length ? String(pending.length) : '';
-    badge.classList.toggle('hidden', !pending.length);
+    const { pending, plans } = await api('/api/pending');
+    const count = pending.length + (plans ? plans.length : 0);
+    badge.textContent = count ? String(count) : '';
+    badge.classList.toggle('hidden', !count);
   } catch {
     badge.classList.add('hidden');
   }
@@ -252,6 +253,7 @@ async function runPage(runId, flash) {
   const busy = h('div', { class: 'busy hidden', role: 'status' });
   page.append(busy);
   page.append(actionsBar(run, busy));
+  if (run.plan) page.append(planCard(run, busy));
   if (run.pending.length) page.append(approvals(run, busy));
   if (run.status === 'running') {
     page.append(notice('This run is running: the page follows it.', 'info'));
@@ -347,6 +349,36 @@ function approvals(run, busy) {
         h('button', { class: 'reject danger', text: 'Reject', disabled: !run.actions.decide, onclick: () => decide(run, call, false, reason.value, busy) })));
     box.append(item);
   }
+  return box;
+}
+
+// A script held for plan review (`Harness(review=...)`): nothing of it ran. Approving lets it run within the
+// plan's bounds (the page resumes it); rejecting ends the run. The graph below is the same script's.
+function planCard(run, busy) {
+  const box = section('Plan waiting for approval');
+  box.classList.add('plan-card');
+  box.append(h('p', { class: 'muted', text: 'Nothing of this script has run. Approve to run it: a call past the bounds below is refused. Reject to end the run.' }));
+  box.append(pre(run.plan.text, 'code plan-text'));
+  const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': 'reason to reject the plan' });
+  const decidePlan = async (approve) => {
+    if (!approve && !reason.value.trim()) {
+      busy.replaceChildren(notice('Say why you reject it: the run ends with the reason.'));
+      busy.classList.remove('hidden');
+      return;
+    }
+    for (const button of document.querySelectorAll('.run-page button')) button.disabled = true;
+    try {
+      await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, { method: 'POST', body: approve ? {} : { reason: reason.value } });
+      if (approve) await act(run, 'resume', {}, busy);
+      else await runPage(run.run_id, notice('rejected the plan: the run ended, nothing of it ran.', 'info'));
+    } catch (error) {
+      await runPage(run.run_id, notice(error.message));
+    }
+  };
+  box.append(h('div', { class: 'decide' },
+    h('button', { class: 'approve primary', text: 'Approve plan', onclick: () => decidePlan(true) }),
+    reason,
+    h('button', { class: 'reject danger', text: 'Reject plan', onclick: () => decidePlan(false) })));
   return box;
 }
 
