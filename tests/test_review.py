@@ -260,3 +260,34 @@ async def team():
         h.approve(r.run_id)
         r = await h.resume(r.run_id)
     assert r.value == 5 and sent[-1] == 'eve@elsewhere.org'
+
+
+MAILER = """\
+from harness import Harness
+
+h = Harness(store=None)
+
+
+@h.tool(side_effect=True)
+async def send_email(*, to: str, body: str) -> str:
+    \"\"\"Send an email.\"\"\"
+    return f'sent to {to}'
+"""
+
+
+def test_the_project_config_turns_review_on_for_the_cli(tmp_path: Path, cli: Any) -> None:
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nagents = ["mailer:h"]\nreview = "side_effects"\n')
+    (tmp_path / 'mailer.py').write_text(MAILER)
+    (tmp_path / 'mail.py').write_text("await send_email(to='ann', body='hi')\n")
+    store = str(tmp_path / 'runs.db')
+    held = cli(['exec', 'mail.py', '--store', store], cwd=tmp_path, columns=120)
+    assert held.exit_code == 0, held.stdout + held.stderr
+    assert 'waits for approval of its plan' in held.stdout and 'bounds: send_email 1 call' in held.stdout
+    (run_id,) = [line.split()[1] for line in held.stdout.splitlines() if line.startswith('run ')]
+    assert cli(['approve', run_id, '--store', store], cwd=tmp_path).exit_code == 0
+    resumed = cli(['resume', run_id, '--store', store], cwd=tmp_path, columns=120)
+    assert resumed.exit_code == 0 and 'sent to ann' in resumed.stdout, resumed.stdout + resumed.stderr
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nreview = "often"\n')
+    bad = cli(['exec', 'mail.py', '--store', store], cwd=tmp_path, columns=120)
+    assert bad.exit_code != 0 and '[tool.harness] review is "side_effects"' in bad.stdout + bad.stderr
+    assert 'Traceback' not in bad.stdout + bad.stderr

@@ -189,6 +189,7 @@ def build(
         task_queue=task_queue,
         task_queues=config.task_queues,
         on_event=on_event,
+        review=config.review,
     )
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))
