@@ -39,7 +39,8 @@ run with `reuse_calls` answered it from the baseline eval's journal (charged lik
 CallKind = Literal['agent', 'tool']
 """Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
 RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting']
-"""`waiting`: stopped at a call that needs a person's approval; `Harness.resume` continues it."""
+"""`waiting`: stopped at a call that needs a person's approval, or before its first call for the approval of its plan
+(`Harness(review=...)`); `Harness.resume` continues it."""
 
 
 @dataclass

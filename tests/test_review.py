@@ -74,7 +74,7 @@ async def test_a_reviewed_script_runs_nothing_until_its_plan_is_approved_across_
     assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
 
 
-async def test_a_script_the_review_does_not_meet_runs_at_once(make_harness: object, tmp_path: Path) -> None:
+async def test_a_script_the_review_does_not_meet_runs_at_once(tmp_path: Path) -> None:
     calls: list[str] = []
     async with build(tmp_path / 'runs.db', calls) as h:
         r = await h.run("await draft(to='ann')")
@@ -205,6 +205,8 @@ async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) 
     assert 'worst case: $0.0000' in out and 'harness approve RUN' in out
     as_json = json.loads(cli(['pending', '--json', '--store', str(store)], cwd=tmp_path).stdout)
     assert as_json == [{'run_id': r.run_id, 'plan': r.plan.stored(), 'script': SCRIPT}]  # type: ignore[union-attr]
+    as_shown = json.loads(cli(['show', r.run_id, '--json', '--store', str(store)], cwd=tmp_path).stdout)
+    assert as_shown['plan'] == r.plan.stored()  # type: ignore[union-attr]
     shown = cli(['show', r.run_id, '--store', str(store)], cwd=tmp_path, columns=120)
     assert shown.exit_code == 0 and 'bounds: draft 2 calls, send_email 2 calls' in shown.stdout
     assert shown.stdout.count("for to in ['ann', 'bob']:") == 1  # the script once, above the plan

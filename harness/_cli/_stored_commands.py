@@ -135,7 +135,10 @@ def show(
             show_call(console, run, found, spans)
         return
     if as_json:
+        from .._catalog._rules import Access
+
         shown = {**show_json(run, calls, spans, usage, turn), 'verified': not problems, 'problems': problems}
+        shown['plan'] = Access.from_json(run.access).plan  # held for review: what its approval allows
         print(json.dumps(shown, indent=2, default=str))
         return
     show_run(
