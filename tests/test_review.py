@@ -293,3 +293,46 @@ def test_the_project_config_turns_review_on_for_the_cli(tmp_path: Path, cli: Any
     bad = cli(['exec', 'mail.py', '--store', store], cwd=tmp_path, columns=120)
     assert bad.exit_code != 0 and '[tool.harness] review is "side_effects"' in bad.stdout + bad.stderr
     assert 'Traceback' not in bad.stdout + bad.stderr
+
+
+async def test_the_plan_bounds_count_the_calls_before_a_restore(tmp_path: Path) -> None:
+    """The bounds are counted over the whole run: the calls before a pause's snapshot count after the resume."""
+    from harness._catalog._rules import Access
+
+    sent: list[str] = []
+    h = Harness(store=str(tmp_path / 'runs.db'))
+
+    @h.tool(side_effect=True)
+    async def send(*, to: str) -> str:
+        sent.append(to)
+        return f'sent {to}'
+
+    @h.tool(approval=True)
+    async def gate() -> str:
+        return 'open'
+
+    code = """\
+out = [await send(to='a')]
+await gate()
+for to in ['b', 'c']:
+    try:
+        out.append(await send(to=to))
+    except PermissionError as e:
+        out.append(str(e))
+out
+"""
+    async with h:
+        plan = {'bounds': {'send': 2, 'gate': 1}, 'complete': True}  # as approved: two sends
+        r = await h.run(code, scope=h.new_scope(access=Access(plan=plan)))
+        assert r.status == 'waiting' and sent == ['a']
+        h.approve(r.run_id)
+    async with Harness(store=str(tmp_path / 'runs.db')) as again:  # restored from the snapshot at the gate
+        again.add_callee(h.callees['send'])
+        again.add_callee(h.callees['gate'])
+        done = await again.resume(r.run_id)
+    assert done.value == [
+        'sent a',
+        'sent b',
+        'send is past the approved plan of this run, which allows 2 call(s) of it; it was not called.',
+    ]
+    assert sent == ['a', 'b']

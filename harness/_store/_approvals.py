@@ -86,8 +86,8 @@ class Approvals:
         `WorkflowError` for a rejected plan; None when the run may go on."""
         access = Access.from_json(plan.run.access)
         decision = plan.decisions.get(PLAN_SEQ)
-        if access.plan is None or (decision is not None and decision.approved):
-            return None
+        if access.plan is None or plan.calls or (decision is not None and decision.approved):
+            return None  # no plan to decide, or the run went past it (its calls were made under it)
         if decision is not None:
             raise WorkflowError(plan_refusal(plan.run_id, decision), run_id=plan.run_id)
         shown = self._review_plan(plan.run.script, access)
@@ -142,7 +142,8 @@ class Approvals:
 
 def awaits_plan(run: RunRow, decided: Mapping[int, Decision]) -> bool:
     """Whether the run waits for a person's decision on its plan (`Harness(review=...)`)."""
-    return run.status == 'waiting' and PLAN_SEQ not in decided and Access.from_json(run.access).plan is not None
+    held = run.status == 'waiting' and run.calls_count == 0  # a plan is decided before any call is made
+    return held and PLAN_SEQ not in decided and Access.from_json(run.access).plan is not None
 
 
 def plans_waiting(store: RunStore, run_id: str | None = None) -> list[RunRow]:
