@@ -338,3 +338,42 @@ out
         'send is past the approved plan of this run, which allows 2 call(s) of it; it was not called.',
     ]
     assert sent == ['a', 'b']
+
+
+@pytest.mark.parametrize('decision', ['approve', 'reject', 'no answer'])
+def test_ask_shows_the_plan_and_asks_before_anything_runs(
+    tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch, decision: str
+) -> None:
+    """`harness ask` with review on: the plan is shown and asked about (never approved unasked); a rejection ends
+    the run and the model reads why; with no one to answer, the run stays waiting."""
+    from test_cli import scripted
+
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                return ModelResponse(parts=[TextPart(f'result: {part.content}')])
+        code = "await send_email(to='ann', body='hi')"
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code}, tool_call_id='call_1')])
+
+    monkeypatch.setattr(
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nagents = ["mailer:h"]\nreview = "side_effects"\n')
+    (tmp_path / 'mailer.py').write_text(MAILER)
+    env = {'HARNESS_STORE': str(tmp_path / 'runs.db')}
+    answers = {'approve': 'y\n', 'reject': 'n\nnot today\n', 'no answer': ''}[decision]
+    done = cli(['ask', 'email ann'], cwd=tmp_path, env=env, input=answers, columns=120)
+    out = done.stdout
+    assert done.exit_code == 0, out + done.stderr
+    assert 'waits for approval of its plan' in out and 'bounds: send_email 1 call' in out
+    assert 'approve the plan? [y/N]' in out
+    [run] = json.loads(cli(['runs', '--json'], cwd=tmp_path, env=env).stdout)
+    if decision == 'approve':
+        assert 'result: sent to ann' in out and run['status'] == 'completed'
+    elif decision == 'reject':
+        assert 'The person rejected the plan of this script: not today' in out and run['status'] == 'failed'
+    else:
+        assert f'left waiting: harness approve {run["run_id"]}' in out and run['status'] == 'waiting'
