@@ -124,8 +124,8 @@ def studio(tmp_path: Path) -> Iterator[Callable[..., Studio]]:
 
     started: list[tuple[uvicorn.Server, threading.Thread, Harness]] = []
 
-    def start(model: Any = None, **config: Any) -> Studio:
-        h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    def start(model: Any = None, review: Any = None, **config: Any) -> Studio:
+        h = catalog(Harness(store=str(tmp_path / 'runs.db'), review=review))
         app = create_app(h, model=model or demo_model(), model_label='test model')
         sock = listen(0)
         server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='on', **config))
@@ -561,6 +561,23 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
         'POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two', 'messages': []}
     )
     assert again[0] == 409  # nothing waits any more
+
+
+def test_a_chat_turn_held_for_its_plan_goes_on_only_once_the_plan_is_decided(studio: Callable[..., Studio]) -> None:
+    s = studio(approval_model(), review='always')
+    [turn] = [c['data'] for c in s.chat('conversation-plan', 'tell ops') if c['type'] == 'data-turn']
+    [run] = turn['waiting']
+    assert turn['status'] == 'waiting' and run['pending'] == [] and 'bounds: send_email 1 call' in run['plan']['text']
+    unseen = s.request(
+        'POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-plan', 'messages': []}
+    )
+    assert unseen[0] == 409 and 'waits for approval of its plan' in json.loads(unseen[2])['message']
+    assert s.get(f'/api/runs/{run["run_id"]}')['calls'] == []  # going on did not approve the plan unseen
+    s.post(f'/api/runs/{run["run_id"]}/approve', {})
+    more = s.chat('conversation-plan', None, path='/api/chat?continue=1')
+    [turn] = [c['data'] for c in more if c['type'] == 'data-turn']
+    [run] = turn['waiting']  # the plan approved, the script ran to its gated email
+    assert run['plan'] is None and [p['seq'] for p in run['pending']] == [1]
 
 
 def names(node: dict[str, Any]) -> list[str]:

@@ -275,13 +275,13 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def chat_over_catalog(tmp_path: Path, model: Any, label: str) -> Iterator[str]:
+def chat_over_catalog(tmp_path: Path, model: Any, label: str, review: Any = None) -> Iterator[str]:
     """The studio, in this process, over the test studio's catalog and a store of its own; its URL."""
     from test_studio import catalog
 
     from harness import Harness
 
-    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    h = catalog(Harness(store=str(tmp_path / 'runs.db'), review=review))
     try:
         with studio_in_thread(h, model, label) as url:
             yield url
@@ -321,6 +321,21 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, 
         assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
         assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
         page.locator('#pending-badge.hidden').wait_for(state='attached')
+
+
+def test_a_chat_turn_held_for_its_plan_asks_for_the_plan_then_the_email(page: Any, tmp_path: Path) -> None:
+    from test_studio import approval_model
+
+    with chat_over_catalog(tmp_path, approval_model(), 'plans', review='always') as url:
+        send_prompt(page, url, 'tell ops the deploy is done')
+        plan = page.locator('.chat-approvals .plan-card')
+        plan.wait_for()
+        assert 'bounds: send_email 1 call' in plan.inner_text() and page.locator('#prompt').is_disabled()
+        plan.locator('button.approve').click()  # the plan approved, the script runs to its gated email
+        pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
+        pending.wait_for()
+        pending.locator('button.approve').click()
+        page.locator('.turn[data-status=completed]').wait_for()
 
 
 def test_a_chat_turn_shows_the_scripts_progress_among_its_calls(page: Any, tmp_path: Path) -> None:

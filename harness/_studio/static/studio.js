@@ -864,6 +864,7 @@ class TurnView {
     const panel = h('div', { class: 'approvals chat-approvals' });
     const left = new Set();
     for (const run of runs) {
+      if (run.plan) panel.append(this.planItem(run, left, panel));
       for (const call of run.pending) {
         const key = `${run.run_id}:${call.seq}`;
         left.add(key);
@@ -897,6 +898,36 @@ class TurnView {
       panel.append(h('button', { class: 'primary', text: 'Continue', onclick: () => this.goOn(panel) }));
     }
     this.body.append(panel);
+  }
+
+  // A script held for plan review: nothing of it ran; the turn goes on once the plan is approved or rejected.
+  planItem(run, left, panel) {
+    const key = `${run.run_id}:plan`;
+    left.add(key);
+    const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': 'reason to reject the plan' });
+    const state = h('span', { class: 'muted decided' });
+    const decide = async (approve) => {
+      if (!approve && !reason.value.trim()) { state.textContent = 'say why you reject it'; return; }
+      for (const b of item.querySelectorAll('button')) b.disabled = true;
+      try {
+        await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, { method: 'POST', body: approve ? {} : { reason: reason.value } });
+      } catch (error) {
+        for (const b of item.querySelectorAll('button')) b.disabled = false;
+        state.textContent = error.message;
+        return;
+      }
+      reason.disabled = true;
+      state.textContent = approve ? 'plan approved' : 'plan rejected';
+      left.delete(key);
+      if (!left.size) this.goOn(panel);
+    };
+    const item = h('div', { class: 'pending-call plan-card', 'data-run-id': run.run_id },
+      h('div', { class: 'pending-head' }, 'run ', runLink(run), ' waits for approval of its plan (nothing of it ran)'),
+      pre(run.plan.text, 'code plan-text'),
+      h('div', { class: 'decide' },
+        h('button', { class: 'approve primary', text: 'Approve plan', onclick: () => decide(true) }), reason,
+        h('button', { class: 'reject danger', text: 'Reject plan', onclick: () => decide(false) }), state));
+    return item;
   }
 
   async goOn(panel) {
