@@ -6,6 +6,7 @@ Real Monty and a real SQLite file; a fresh Harness on the same file is the resta
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,21 @@ def test_ask_shows_the_plan_and_asks_before_anything_runs(
         assert 'The person rejected the plan of this script: not today' in out and run['status'] == 'failed'
     else:
         assert f'left waiting: harness approve {run["run_id"]}' in out and run['status'] == 'waiting'
+
+
+async def test_a_hundred_held_plans_hold_no_worker(tmp_path: Path) -> None:
+    h = Harness(store=str(tmp_path / 'runs.db'), review='always', max_workers=1)  # a held plan with a worker: stuck
+    done: list[int] = []
+
+    @h.tool
+    async def act(*, i: int) -> int:
+        done.append(i)
+        return i
+
+    async with h:
+        held = await asyncio.gather(*[h.run(f'await act(i={i})') for i in range(100)])
+        assert {r.status for r in held} == {'waiting'} and done == []
+        for r in held:
+            h.approve(r.run_id)
+        resumed = await asyncio.gather(*[h.resume(r.run_id) for r in held])
+    assert sorted(r.value for r in resumed) == list(range(100)) == sorted(done)
