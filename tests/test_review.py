@@ -96,6 +96,8 @@ async def test_always_and_a_callable_policy(tmp_path: Path) -> None:
         assert (await h.run(SCRIPT)).status == 'waiting'  # 4 calls at most
         assert (await h.run("await draft(to='ann')")).status == 'completed'
     assert len(seen) == 2 and calls == ['draft ann']
+    async with build(tmp_path / 'c.db', calls, review=lambda plan: 1 / 0) as h:
+        assert (await h.run("await draft(to='ann')")).status == 'waiting'  # a policy that raises holds the script
 
 
 async def test_a_rejected_plan_ends_its_run_and_nothing_ran(tmp_path: Path) -> None:

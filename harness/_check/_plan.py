@@ -75,12 +75,16 @@ def checked_policy(review: object) -> ReviewPolicy | None:
 
 
 def meets(review: ReviewPolicy, plan: ReviewPlan) -> bool:
-    """Whether the script must wait for a person's approval of its plan."""
+    """Whether the script must wait for a person's approval of its plan. A policy that raises holds it: a person
+    then decides, rather than a bug in the policy letting everything through."""
     if review == 'always':
         return True
     if review == 'side_effects':
         return bool(plan.irreversible)
-    return bool(review(plan))
+    try:
+        return bool(review(plan))
+    except Exception:
+        return True
 
 
 def plan_text(stored: Mapping[str, Any], code: str, *, lines: int | None = None) -> str:
