@@ -111,6 +111,8 @@ async def test_a_rejected_plan_ends_its_run_and_nothing_ran(tmp_path: Path) -> N
         assert row.error == f'The plan of run {r.run_id} was rejected by dana: not today. Nothing ran.'
         with pytest.raises(WorkflowError, match='was rejected by dana: not today'):
             await h.resume(r.run_id)
+        with pytest.raises(WorkflowError, match='does not wait for its plan: name the call to reject'):
+            h.reject(r.run_id, reason='again')
     assert calls == []
 
 
