@@ -10,7 +10,7 @@ import asyncio
 import copy
 import dataclasses
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
@@ -23,12 +23,14 @@ from ._catalog._manifest import Admission, admit, changes
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
 from ._check._checker import MAX_CHECKERS, Checker
+from ._check._plan import ReviewPolicy
 from ._check._review import Review, script_text
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
 from ._dispatch._dispatcher import Dispatcher, validate_arguments
 from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
+from ._dispatch._sources import Grant
 from ._dispatch._starters import Starter
 from ._errors import CatalogChange, CatalogChanged, WorkflowError, WorkflowTypeError
 from ._records import CallRecord, Decision, EventHandler, Owner, RunRow, WorkflowResult, new_run_id, this_process
@@ -110,6 +112,9 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             `HARNESS_TEMPORAL` is set.
         task_queue: the Temporal task queue workflows and calls go to.
         task_queues: `{callee name: task queue}`, to give a heavy callee workers of its own.
+        review: which scripts wait for a person's approval of their plan before their first call: 'side_effects'
+            (any reachable side-effecting or approval callee), 'always', or a callable(plan) -> bool; then
+            `approve(run_id)` and `resume(run_id)`, and the approved plan's bounds are enforced.
     """
 
     def __init__(
@@ -139,6 +144,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         temporal: str | Literal[_FromEnvironment.TOKEN] | None = FROM_ENVIRONMENT,
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
+        review: ReviewPolicy | None = None,
     ) -> None:
         self._settings = Settings(
             store_path=store,
@@ -165,6 +171,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             temporal=temporal_address(temporal),
             task_queue=task_queue,
             task_queues=frozen(task_queues),
+            review=review,
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -256,6 +263,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             access=access.to_json(),
             catalog=self.manifest(),
         )
+        if (plan := await self.plan_for_review(code, inputs, access)) is not None:  # a person approves it first
+            return await self.hold_plan(row, plan, access)
         if self.store is not None and (scope.orchestrator_run_id or scope.conversation_id):  # the journal knows best
             scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id, scope.seen)
         dispatcher = self._dispatcher(
@@ -330,6 +339,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
         owner = owner or this_process()
+        if plan.mode == 'resume' and (held := self.plan_held(plan)) is not None:  # its plan is not approved yet
+            return held
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:
@@ -346,6 +357,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             journal,
             history=plan.history,
             decisions=plan.decisions,
+            grants=self.grants_of(plan.run_id),
             starter=starter,
         )
         dispatcher.spend(plan.spent)
@@ -407,6 +419,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         history: History | None = None,
         reuse: bool = False,
         decisions: Mapping[int, Decision] | None = None,
+        grants: Sequence[Grant] = (),
         starter: Starter | None = None,
     ) -> Dispatcher:
         policy = Policy(
@@ -426,6 +439,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             reuse=reuse,
             trace_values=self.trace_values,
             decisions=decisions,
+            grants=grants,
             starter=starter,
         )
 

@@ -18,9 +18,12 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import JsonValue
+
+if TYPE_CHECKING:  # the plan is the checker's; a result only carries it
+    from ._check._plan import ReviewPlan
 
 CallStatus = Literal[
     'running', 'ok', 'error', 'refused', 'cancelled', 'skipped', 'lost', 'timed_out', 'waiting', 'unknown'
@@ -36,7 +39,8 @@ run with `reuse_calls` answered it from the baseline eval's journal (charged lik
 CallKind = Literal['agent', 'tool']
 """Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
 RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting']
-"""`waiting`: stopped at a call that needs a person's approval; `Harness.resume` continues it."""
+"""`waiting`: stopped at a call that needs a person's approval, or before its first call for the approval of its plan
+(`Harness(review=...)`); `Harness.resume` continues it."""
 
 
 @dataclass
@@ -160,6 +164,9 @@ class WorkflowResult:
     note: str | None = None
     waiting: list[Pending] = field(default_factory=list)
     """With `status == 'waiting'`: the calls that wait for approval (the run holds no worker meanwhile)."""
+    plan: ReviewPlan | None = None
+    """With `status == 'waiting'` before the first call (`Harness(review=...)`): the plan a person approves
+    (`.code`, `.analysis`, `.estimate`), then `approve(run_id)` and `resume(run_id)`."""
 
     @property
     def progress(self) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from typing import Literal, TypeVar
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
+from ._check._plan import ReviewPolicy, checked_policy
 from ._records import EventHandler
 from ._sandbox._pool import SandboxLimits
 
@@ -87,6 +88,7 @@ class Settings:
     temporal: str | None
     task_queue: str
     task_queues: Mapping[str, str]
+    review: ReviewPolicy | None = None
 
     def __post_init__(self) -> None:
         """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""
@@ -98,6 +100,11 @@ class Settings:
             self.call_concurrency,
             self.max_repeats,
         )
+        checked_policy(self.review)
+        if self.review is not None and self.store_path is None:
+            raise UserError('review= keeps a script waiting for a person in the run store: give a store (not None).')
+        if self.review is not None and self.temporal:
+            raise UserError('review= is for the embedded engine so far: make the Harness with temporal=None.')
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
 

@@ -124,8 +124,8 @@ def studio(tmp_path: Path) -> Iterator[Callable[..., Studio]]:
 
     started: list[tuple[uvicorn.Server, threading.Thread, Harness]] = []
 
-    def start(model: Any = None, **config: Any) -> Studio:
-        h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    def start(model: Any = None, review: Any = None, **config: Any) -> Studio:
+        h = catalog(Harness(store=str(tmp_path / 'runs.db'), review=review))
         app = create_app(h, model=model or demo_model(), model_label='test model')
         sock = listen(0)
         server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='on', **config))
@@ -283,6 +283,28 @@ def test_approve_and_reject_then_resume(studio: Callable[..., Studio], runs: Cal
     assert [(c['status'], c['decision']['approved']) for c in page['calls']] == [('ok', True), ('refused', False)]
     assert page['calls'][1]['decision']['reason'] == 'not to b'
     assert page['calls'][1]['decision']['decided_by'] == 'ops lead'
+
+
+def test_a_plan_waits_on_the_run_page_and_is_approved_or_rejected(
+    studio: Callable[..., Studio], tmp_path: Path
+) -> None:
+    code = 'a = await lookup(key="ab")\nawait send_email(to="a@example.com", body="one")\n'
+    with catalog(Harness(store=str(tmp_path / 'runs.db'), review='side_effects')) as h:
+        held, other = h.run_sync(code), h.run_sync(code)
+    assert held.status == 'waiting' and held.plan is not None
+    s = studio()
+    page = s.get(f'/api/runs/{held.run_id}')
+    assert page['plan']['bounds'] == {'lookup': 1, 'send_email': 1} and page['plan']['irreversible'] == ['send_email']
+    assert 'bounds: lookup 1 call, send_email 1 call' in page['plan']['text'] and page['pending'] == []
+    assert page['actions']['decide'] and not page['actions']['resume']
+    assert [p['run_id'] for p in s.get('/api/pending')['plans']] == [held.run_id, other.run_id]
+    assert s.post(f'/api/runs/{held.run_id}/approve', {})['decided'] == [0]
+    resumed = s.post(f'/api/runs/{held.run_id}/resume')
+    assert resumed['status'] == 'waiting' and [p['seq'] for p in resumed['waiting']] == [2]  # the gated call's own
+    s.post(f'/api/runs/{other.run_id}/reject', {'reason': 'not today', 'by': 'ops lead'})
+    rejected = s.get(f'/api/runs/{other.run_id}')
+    assert rejected['status'] == 'failed' and rejected['plan'] is None and rejected['calls'] == []
+    assert s.get('/api/pending')['plans'] == []
 
 
 def test_replay_and_fork(studio: Callable[..., Studio], runs: Callable[..., Any]) -> None:
@@ -539,6 +561,23 @@ def test_chat_waits_for_approval_then_continues(studio: Callable[..., Studio]) -
         'POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-two', 'messages': []}
     )
     assert again[0] == 409  # nothing waits any more
+
+
+def test_a_chat_turn_held_for_its_plan_goes_on_only_once_the_plan_is_decided(studio: Callable[..., Studio]) -> None:
+    s = studio(approval_model(), review='always')
+    [turn] = [c['data'] for c in s.chat('conversation-plan', 'tell ops') if c['type'] == 'data-turn']
+    [run] = turn['waiting']
+    assert turn['status'] == 'waiting' and run['pending'] == [] and 'bounds: send_email 1 call' in run['plan']['text']
+    unseen = s.request(
+        'POST', '/api/chat?continue=1', {'trigger': 'submit-message', 'id': 'conversation-plan', 'messages': []}
+    )
+    assert unseen[0] == 409 and 'waits for approval of its plan' in json.loads(unseen[2])['message']
+    assert s.get(f'/api/runs/{run["run_id"]}')['calls'] == []  # going on did not approve the plan unseen
+    s.post(f'/api/runs/{run["run_id"]}/approve', {})
+    more = s.chat('conversation-plan', None, path='/api/chat?continue=1')
+    [turn] = [c['data'] for c in more if c['type'] == 'data-turn']
+    [run] = turn['waiting']  # the plan approved, the script ran to its gated email
+    assert run['plan'] is None and [p['seq'] for p in run['pending']] == [1]
 
 
 def names(node: dict[str, Any]) -> list[str]:

@@ -275,13 +275,13 @@ def studio_in_thread(h: Any, model: Any, label: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def chat_over_catalog(tmp_path: Path, model: Any, label: str) -> Iterator[str]:
+def chat_over_catalog(tmp_path: Path, model: Any, label: str, review: Any = None) -> Iterator[str]:
     """The studio, in this process, over the test studio's catalog and a store of its own; its URL."""
     from test_studio import catalog
 
     from harness import Harness
 
-    h = catalog(Harness(store=str(tmp_path / 'runs.db')))
+    h = catalog(Harness(store=str(tmp_path / 'runs.db'), review=review))
     try:
         with studio_in_thread(h, model, label) as url:
             yield url
@@ -321,6 +321,21 @@ def test_a_chat_turn_waits_for_approval_then_goes_on(page: Any, tmp_path: Path, 
         assert turn.locator('.status-waiting').count() == 0  # no badge still says the run waits
         assert turn.locator('.turn-footer .status-completed').count() == 0  # its one run completed (no badge)
         page.locator('#pending-badge.hidden').wait_for(state='attached')
+
+
+def test_a_chat_turn_held_for_its_plan_asks_for_the_plan_then_the_email(page: Any, tmp_path: Path) -> None:
+    from test_studio import approval_model
+
+    with chat_over_catalog(tmp_path, approval_model(), 'plans', review='always') as url:
+        send_prompt(page, url, 'tell ops the deploy is done')
+        plan = page.locator('.chat-approvals .plan-card')
+        plan.wait_for()
+        assert 'bounds: send_email 1 call' in plan.inner_text() and page.locator('#prompt').is_disabled()
+        plan.locator('button.approve').click()  # the plan approved, the script runs to its gated email
+        pending = page.locator('.chat-approvals .pending-call[data-seq="1"]')
+        pending.wait_for()
+        pending.locator('button.approve').click()
+        page.locator('.turn[data-status=completed]').wait_for()
 
 
 def test_a_chat_turn_shows_the_scripts_progress_among_its_calls(page: Any, tmp_path: Path) -> None:
@@ -380,6 +395,29 @@ def test_a_killed_run_is_interrupted_with_resume_on_its_page(page: Any, tmp_path
             page.locator('button.resume').click()
             page.locator('.run-page[data-status=completed]').wait_for()
             assert page.locator('section[data-section=value]').inner_text().strip().endswith('3')
+    finally:
+        h.close()
+
+
+def test_a_plan_card_is_approved_and_the_run_goes_on_to_its_gated_call(page: Any, tmp_path: Path) -> None:
+    from test_studio import catalog
+
+    from harness import Harness
+
+    h = catalog(Harness(store=str(tmp_path / 'runs.db'), review='side_effects'))
+    code = 'a = await lookup(key="ab")\nawait send_email(to="a@example.com", body="one")\n'
+    try:
+        held = h.run_sync(code)
+        with studio_in_thread(h, None, 'none') as url:
+            page.goto(f'{url}/runs/{held.run_id}')
+            card = page.locator('.plan-card')
+            card.wait_for()
+            assert 'bounds: lookup 1 call, send_email 1 call' in card.inner_text()
+            assert 'irreversible: send_email' in card.inner_text()
+            card.locator('button.approve').click()  # approved, then resumed by the page: it waits at the email
+            page.locator('.approvals .pending-call[data-seq="2"]').wait_for()
+            assert page.locator('.plan-card').count() == 0
+            assert page.locator('tr.call-row[data-seq="1"]').get_attribute('data-status') == 'ok'
     finally:
         h.close()
 

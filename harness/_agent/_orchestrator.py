@@ -15,6 +15,7 @@ from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._dispatch._effects import interrupted_notice, interrupted_runs
 from .._records import EventHandler
+from .._settings import Settings
 from .._tracing._setup import configure_tracing
 from ._prompt import ORCHESTRATOR_INSTRUCTIONS
 from ._toolset import WorkflowHost, WorkflowToolset
@@ -46,6 +47,11 @@ class Orchestration:
     tracing: bool
     temporal: str | None
     _callees: dict[str, Callee]
+
+    @property
+    def settings(self) -> Settings:
+        """Declared here, defined by the Harness this is part of."""
+        raise TypeError('Orchestration is a part of a Harness, which defines its settings')
 
     def capability(
         self,
@@ -80,10 +86,10 @@ class Orchestration:
     ) -> Agent[Any, str]:
         """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`.
 
-        With a callee that needs approval, its output may also be pydantic-ai's `DeferredToolRequests`
+        With a callee that needs approval, or `review=`, its output may also be pydantic-ai's `DeferredToolRequests`
         (a run waiting for a person); continue with `deferred_tool_results=DeferredToolResults(...)`.
         """
-        if any(c.approval for c in self._callees.values()):
+        if self.settings.review is not None or any(c.approval for c in self._callees.values()):
             agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
         capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny)]
         if self.temporal:  # durable in a `conversation` workflow: model requests become activities

@@ -206,13 +206,17 @@ class WorkflowToolset(AbstractToolset[Any]):
         return store.run_of_tool_call(ctx.tool_call_id)
 
     def defer(self, result: WorkflowResult, ctx: RunContext[Any]) -> ApprovalRequired:
-        """A run waiting for approvals, as pydantic-ai's own deferred approval of this tool call: the
-        app answers it with `DeferredToolResults`, and an approved call continues the run."""
+        """A run waiting for approvals, or for its plan's, as pydantic-ai's own deferred approval of this tool call
+        (the plan in its metadata): the app answers it with `DeferredToolResults`, and an approved call continues
+        the run."""
         store = self.harness.store
         if store is not None and ctx.tool_call_id:
             store.link_tool_call(ctx.tool_call_id, result.run_id)
         waiting = [{'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in result.waiting]
-        return ApprovalRequired(metadata={'run_id': result.run_id, 'waiting': waiting})
+        metadata: dict[str, Any] = {'run_id': result.run_id, 'waiting': waiting}
+        if result.plan is not None:  # held for review (`Harness(review=...)`): approving the call approves the plan
+            metadata['plan'] = {'code': result.plan.code, **result.plan.stored()}
+        return ApprovalRequired(metadata=metadata)
 
     def failure(self, exc: WorkflowError) -> str:
         """What the model reads of a failed script: the message, the completed results, what it printed."""

@@ -161,10 +161,14 @@ def normalize(requires: Requires) -> tuple[After, ...]:
 
 @dataclass(frozen=True)
 class Access:
-    """Which callees one run may call: `allow` (None: all) minus `deny`."""
+    """Which callees one run may call: `allow` (None: all) minus `deny`; and, for a run held for plan review
+    (`_check._plan`), the plan a person approves, whose `bounds` cap how often each callee may be called."""
 
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
+    plan: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The plan as stored with the run (`ReviewPlan.stored`): `bounds` {callee: most calls, None: unbounded},
+    `complete` (False: the analysis could not follow everything, so callees it does not name are not capped)."""
 
     @classmethod
     def of(cls, allow: Iterable[str] | None, deny: Iterable[str] | None) -> Access:
@@ -177,17 +181,31 @@ class Access:
             return f'{callee} is not among the callees allowed for this run ({", ".join(sorted(self.allow)) or "none"})'
         return None
 
-    def to_json(self) -> dict[str, list[str] | None] | None:
-        """As stored with a run (None: unrestricted), so a resumed run keeps its restrictions."""
-        if self.allow is None and not self.deny:
+    def over_plan(self, callee: str, made: int) -> str | None:
+        """Why the approved plan refuses one more call of `callee` after `made` of them, or None."""
+        if self.plan is None:
             return None
-        return {'allow': sorted(self.allow) if self.allow is not None else None, 'deny': sorted(self.deny)}
+        bounds = self.plan.get('bounds') or {}
+        if callee not in bounds and not self.plan.get('complete', True):
+            return None
+        most = bounds.get(callee, 0)
+        if most is None or made < most:
+            return None
+        return f'{callee} is past the approved plan of this run, which allows {most} call(s) of it'
+
+    def to_json(self) -> dict[str, Any] | None:
+        """As stored with a run (None: unrestricted), so a resumed run keeps its restrictions."""
+        if self.allow is None and not self.deny and self.plan is None:
+            return None
+        shown: dict[str, Any] = {'allow': sorted(self.allow) if self.allow is not None else None}
+        shown['deny'] = sorted(self.deny)
+        return shown if self.plan is None else {**shown, 'plan': dict(self.plan)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Access:
         if not data:
             return cls()
-        return cls.of(data.get('allow'), data.get('deny'))
+        return dataclasses.replace(cls.of(data.get('allow'), data.get('deny')), plan=data.get('plan'))
 
     def merged(self, other: Access) -> Access:
         """Both restrictions at once (an orchestrator's and one run's)."""
@@ -197,7 +215,7 @@ class Access:
             allow = self.allow
         else:
             allow = self.allow & other.allow
-        return Access(allow, self.deny | other.deny)
+        return Access(allow, self.deny | other.deny, self.plan or other.plan)
 
 
 MAX_REFUSALS = 100
@@ -256,6 +274,13 @@ class Ledger:
             self.release(record.seq)
         elif claimed is not None and claimed[:2] == (record.seq, record.callee):
             self.keep(record.seq, claimed[2])
+
+    def made(self, callee: str, seq: int) -> int:
+        """How many calls of `callee` the run made before the call `seq` (a restored call made again keeps its
+        place)."""
+        at = self.position.get(seq)
+        calls = self.by_callee.get(callee, [])
+        return at if at is not None and at < len(calls) and calls[at].seq == seq else len(calls)
 
     def keep(self, seq: int, grant: list[tuple[tuple[str, int], int]]) -> None:
         for key, predecessor in grant:
@@ -356,7 +381,7 @@ def refusal(
 ) -> str | None:
     """Why this call may not run now (the message the script's `PermissionError` carries), or None: then what
     its `once` rules consume is kept if the call is admitted (`Ledger.add`)."""
-    denied = access.refusal(callee)
+    denied = access.refusal(callee) or access.over_plan(callee, ledger.made(callee, seq))
     if denied is not None:
         ledger.claimed = None
         return f'{denied}; it was not called.'

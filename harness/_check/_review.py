@@ -2,7 +2,7 @@
 strict mode's refusals and the worst-case estimate, over the Harness's catalog and settings.
 
 The facade is a `Review` (as it is a `Registry` and `Approvals`): the work is in `_checker`, `_analysis`,
-`_audit` and `_estimate`; this only puts them together. Nothing here runs a callee or writes the store.
+`_audit`, `_estimate` and `_plan`; this only puts them together. Nothing here runs a callee or writes the store.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ._analysis import Analysis, analyze
 from ._audit import unguarded_reach
 from ._checker import Checker, CheckReport
 from ._estimate import Estimate, estimate
+from ._plan import ReviewPlan, ReviewPolicy, meets, plan_of
 
 T = TypeVar('T')
 
@@ -42,6 +43,7 @@ class Review(Registry):
     type_check: bool
     allow_unguarded: frozenset[str]
     sub_agent_usage_limits: UsageLimits | None
+    review: ReviewPolicy | None
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Declared here, defined by the Harness this is part of."""
@@ -97,3 +99,22 @@ class Review(Registry):
     def estimate_of(self, analysis: Analysis, access: Access | None = None) -> Estimate:
         """The estimate of a script already analysed."""
         return estimate(analysis, self._callees, self.sub_agent_usage_limits, access)
+
+    def _review_plan(self, code: str, access: Access | None = None) -> ReviewPlan:
+        """What a person reviews of `code` before it runs under `access`: its analysis and its estimate."""
+        access = access or Access()
+        analysis = self.analyze(code, allow=access.allow, deny=access.deny)
+        return plan_of(code, analysis, self.estimate_of(analysis, access), self._callees)
+
+    async def plan_for_review(self, code: str, inputs: Mapping[str, Any] | None, access: Access) -> ReviewPlan | None:
+        """The plan of a new run when `review=` says it waits for a person, else None (also for a script the
+        check refuses: running it reports why, as without review)."""
+        if self.review is None:
+            return None
+        if self.type_check and not (await self.acheck(code, inputs=inputs)).ok:
+            return None
+        try:
+            plan = self._review_plan(code, access)
+        except SyntaxError:
+            return None  # the run reports it, with ty's message
+        return plan if meets(self.review, plan) else None

@@ -206,6 +206,12 @@ class Session:
         for call in requests.approvals:
             meta = requests.metadata.get(call.tool_call_id, {})
             run_id = meta.get('run_id')
+            if meta.get('plan') is not None:  # held for review: the plan is the one decision
+                decided = self.decide_plan(run_id, meta['plan'])
+                if decided is None:
+                    return None
+                approvals[call.tool_call_id] = decided
+                continue
             for waiting in meta.get('waiting', []):
                 text = call_text(waiting['callee'], waiting.get('arguments') or {})
                 self.console.print(
@@ -225,6 +231,30 @@ class Session:
                     self.harness.reject(run_id, waiting['seq'], reason=reason or 'rejected in the chat')
             approvals[call.tool_call_id] = True  # the tool call goes on: the run resumes with the decisions
         return DeferredToolResults(approvals=approvals)
+
+    def decide_plan(self, run_id: str, plan: dict[str, Any]) -> Any:
+        """Show a script's plan and ask the person to approve it: True (approved: the script runs), a `ToolDenied`
+        with the reason (the run ended; the model reads why), or None when nobody can answer (it stays waiting)."""
+        from pydantic_ai.tools import ToolDenied
+
+        from .._check._plan import plan_text
+
+        self.console.print(f'[magenta]run {run_id} waits for approval of its plan:[/magenta]')
+        self.console.print(escape(plan_text(plan, plan.get('code') or '', lines=10)), soft_wrap=True)
+        try:
+            answer = self.console.input('approve the plan? \\[y/N] ').strip().lower()
+            reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
+        except EOFError:
+            self.console.print(
+                f'[dim]left waiting: harness approve {run_id} (or reject), then harness resume {run_id}[/dim]'
+            )
+            return None
+        if answer in ('y', 'yes'):
+            self.harness.approve(run_id)
+            return True
+        reason = reason or 'rejected in the chat'
+        self.harness.reject(run_id, reason=reason)
+        return ToolDenied(f'The person rejected the plan of this script: {reason}. Nothing of it ran.')
 
     def turn_runs(self, outcome: TurnOutcome) -> list[RunRow]:
         """The workflow runs of a turn, oldest first: every attempt, the one that failed its check too."""

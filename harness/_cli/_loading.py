@@ -17,7 +17,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .._engine import Harness
@@ -81,6 +81,8 @@ class ProjectConfig:
     task_queues: dict[str, str] = field(default_factory=dict)
     """Callee name -> Temporal task queue, for callees with workers of their own."""
     root: Path | None = None
+    review: Literal['side_effects', 'always'] | None = None
+    """`Harness(review=...)`: which scripts wait for a person's approval of their plan before they run."""
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig:
@@ -117,6 +119,12 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                     f'{pyproject}: [tool.harness] task_queues maps callees to queue names, e.g. '
                     'task_queues = { reviewer = "gpu" }'
                 )
+            review = section.get('review')
+            if review not in (None, 'side_effects', 'always'):
+                raise ConfigError(
+                    f'{pyproject}: [tool.harness] review is "side_effects" (scripts that can reach a side-effecting or '
+                    'approval callee wait for a person) or "always"'
+                )
             return ProjectConfig(
                 agents=list(agents),
                 tools=tools,
@@ -126,6 +134,7 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                 temporal=temporal,
                 task_queues=queues,
                 root=folder,
+                review=review,
             )
     return ProjectConfig()
 

@@ -189,6 +189,7 @@ def build(
         task_queue=task_queue,
         task_queues=config.task_queues,
         on_event=on_event,
+        review=config.review,
     )
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))
@@ -244,6 +245,16 @@ def show_waiting(result: WorkflowResult) -> None:
     """A run that stopped for approvals: what it waits on, and how to go on."""
     from .._records import preview
 
+    if result.plan is not None:
+        from .._check._plan import plan_text
+
+        console.print(f'[magenta]run {result.run_id} waits for approval of its plan:[/magenta]')
+        console.print(escape(plan_text(result.plan.stored(), result.plan.code, lines=5)), soft_wrap=True)
+        console.print(
+            f'[dim]decide with: harness approve {result.run_id} | harness reject {result.run_id} --reason TEXT; '
+            f'then: harness resume {result.run_id}[/dim]'
+        )
+        return
     console.print(f'[magenta]run {result.run_id} waits for approval of:[/magenta]')
     for p in result.waiting:
         console.print(f'  #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')

@@ -135,7 +135,10 @@ def show(
             show_call(console, run, found, spans)
         return
     if as_json:
+        from .._catalog._rules import Access
+
         shown = {**show_json(run, calls, spans, usage, turn), 'verified': not problems, 'problems': problems}
+        shown['plan'] = Access.from_json(run.access).plan  # held for review: what its approval allows
         print(json.dumps(shown, indent=2, default=str))
         return
     show_run(
@@ -150,6 +153,18 @@ def show(
         short=short,
         full=full,
     )
+    show_plan(run, lines=0)  # the script is shown above
+
+
+def show_plan(run: RunRow, *, lines: int | None = None) -> None:
+    """The plan a run was held for (`Harness(review=...)`), when it has one: what a person approves."""
+    from .._catalog._rules import Access
+    from .._check._plan import plan_text
+
+    stored = Access.from_json(run.access).plan
+    if stored is not None:
+        console.print(f'[magenta]plan of run {run.run_id}[/magenta] (what its approval allows):')
+        console.print(escape(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
 
 
 @app.command()
@@ -369,34 +384,42 @@ def pending(
     as_json: Annotated[bool, typer.Option('--json', help='Print them as JSON.')] = False,
     store: StoreOpt = None,
 ) -> None:
-    """The calls that wait for a person's approval, in every waiting run (or one)."""
+    """The plans and the calls that wait for a person's approval, in every waiting run (or one)."""
+    from .._catalog._rules import Access
     from .._records import preview
-    from .._store._approvals import pending_calls
+    from .._store._approvals import pending_calls, plans_waiting
 
     with open_store(store) as db:
         try:
             found = pending_calls(db, run_id)
+            plans = plans_waiting(db, run_id)
         except WorkflowError as exc:
             raise fail(exc.message) from None
     if as_json:
-        print(
-            json.dumps(
-                [{'run_id': p.run_id, 'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in found]
-            )
-        )
+        shown = [{'run_id': r.run_id, 'plan': Access.from_json(r.access).plan, 'script': r.script} for r in plans]
+        calls = [{'run_id': p.run_id, 'seq': p.seq, 'callee': p.callee, 'arguments': p.arguments} for p in found]
+        print(json.dumps([*shown, *calls]))
         return
-    if not found:
+    if not found and not plans:
         console.print('[dim]nothing waits for approval[/dim]')
         return
+    for run in plans:
+        show_plan(run, lines=5)
+    if plans:
+        console.print(
+            '[dim]decide with: harness approve RUN | harness reject RUN --reason TEXT; then: harness resume RUN[/dim]'
+        )
     for p in found:
         console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
-    console.print(
-        '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
-        'then: harness resume RUN[/dim]'
-    )
+    if found:
+        console.print(
+            '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
+            'then: harness resume RUN[/dim]'
+        )
 
 
 def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: str | None) -> None:
+    from .._check._plan import PLAN_SEQ
     from .._engine import Harness
 
     h = Harness(store=require_store(store))  # deciding needs the store, not the catalog
@@ -408,6 +431,10 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
         raise fail(str(exc)) from None
     finally:
         h.close()
+    if seqs == [PLAN_SEQ]:
+        done = 'it ended' if what == 'rejected' else f'run it with: harness resume {escape(run_id)}'
+        console.print(f'{what} the plan of run {escape(run_id)}; {done}')
+        return
     console.print(
         f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
         f'continue it with: harness resume {escape(run_id)}'
@@ -417,21 +444,24 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
 @app.command()
 def approve(
     run_id: RunIdArg,
-    seq: Annotated[int | None, typer.Argument(help='The call to approve (default: every waiting call).')] = None,
+    seq: Annotated[
+        int | None, typer.Argument(help='The call to approve (default: every waiting call, or the plan).')
+    ] = None,
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
     store: StoreOpt = None,
 ) -> None:
-    """Approve a waiting call (any process, any time later); `harness resume RUN` then runs it."""
+    """Approve a waiting call, or a run's plan (any process, any time later); `harness resume RUN` then runs it."""
     decide(run_id, lambda h: h.approve(run_id, seq, by=by), 'approved', store)
 
 
 @app.command()
 def reject(
     run_id: RunIdArg,
-    seq: Annotated[int, typer.Argument(help='The call to reject.')],
     reason: Annotated[str, typer.Option('--reason', help='Why: the script gets it as PermissionError.')],
+    seq: Annotated[int | None, typer.Argument(help='The call to reject (default: the plan the run waits for).')] = None,
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
     store: StoreOpt = None,
 ) -> None:
-    """Reject a waiting call: when the run resumes, the script gets PermissionError(REASON) there."""
+    """Reject a waiting call (when the run resumes, the script gets PermissionError(REASON) there), or the plan a
+    run waits for (the run ends, nothing of it having run)."""
     decide(run_id, lambda h: h.reject(run_id, seq, reason=reason, by=by), 'rejected', store)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +62,7 @@ from ._context import CallContext, RunScope
 from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
-from ._sources import Hold, answer_sources, ask, remember
+from ._sources import Grant, Hold, answer_sources, ask, remember
 from ._starters import LocalTasks, Starter
 
 MAX_WITHHELD = 1_000
@@ -98,6 +98,7 @@ class Dispatcher:
         reuse: bool = False,
         trace_values: bool = True,
         decisions: Mapping[int, Decision] | None = None,
+        grants: Sequence[Grant] = (),
         starter: Starter | None = None,
     ) -> None:
         self.run_id = run_id
@@ -122,6 +123,7 @@ class Dispatcher:
             reuse=reuse,
             recorded=recorded_calls(),
             decisions=dict(decisions or {}),
+            grants=grants,
         )
         """Asked in order for each call's answer (`_sources`); the baseline is an eval case's (`reuse_calls`), set
         around the case's orchestrator run."""

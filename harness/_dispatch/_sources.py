@@ -17,9 +17,10 @@ The order (`answer_sources`) is part of the contract:
    same orchestrator run (`reuse`), unless a `once` rule counts its calls (each of those runs). Not charged
    (the dispatcher sees `source == 'reused'`).
 4. `Baseline`: an eval baseline's result (`reuse_calls`), charged like the live call it replaces.
-5. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval
-   lets it run; with no decision the call is held (`HOLD`): journaled `waiting`, never run, and the run
-   stops for it. It is last because an approved call runs live, which is what None means here.
+5. `Decisions`: a call that needs approval. A person's rejection answers it (a refusal); an approval,
+   or a grant that covers it (`Grant`), lets it run; with no decision the call is held (`HOLD`): journaled
+   `waiting`, never run, and the run stops for it. It is last because an approved call runs live, which is
+   what None means here.
 
 A rule's refusal comes before every source and a replay's budget charge before the journal is asked
 (`Dispatcher.start`): both are the dispatcher's, not a source's.
@@ -27,7 +28,7 @@ A rule's refusal comes before every source and a replay's budget charge before t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -128,16 +129,46 @@ class Baseline:
 
 
 @dataclass
+class Grant:
+    """A person's approval, given once, of the calls of one callee in one run that `when(arguments)` accepts, up to
+    `max_calls` of them (`Harness.grant`). `used` counts the calls it approved: calls answered from the journal
+    never reach it again, so a resume does not count them twice."""
+
+    callee: str
+    max_calls: int | None
+    when: Callable[[dict[str, Any]], bool] | None
+    by: str
+    used: int = 0
+
+    def decision(self, record: CallRecord) -> Decision | None:
+        """The approval of this call, or None when the grant does not cover it (a `when` that raises covers none)."""
+        if record.callee != self.callee or (self.max_calls is not None and self.used >= self.max_calls):
+            return None
+        try:
+            covered = self.when is None or bool(self.when(dict(record.arguments)))
+        except Exception:
+            covered = False
+        if not covered:
+            return None
+        self.used += 1
+        return Decision(True, None, f'{self.by} (grant)')
+
+
+@dataclass
 class Decisions:
-    """A person's decisions on calls that need approval, by seq (read when the run started)."""
+    """A person's decisions on calls that need approval, by seq (read when the run started), and the grants
+    given for the run: a call a grant covers needs no decision of its own."""
 
     run_id: str
     decisions: Mapping[int, Decision]
+    grants: Sequence[Grant] = ()
 
     def answer(self, callee: Callee, record: CallRecord) -> Answer:
         if not callee.approval:
             return None
-        decision = self.decisions.get(record.seq)
+        decision = self.decisions.get(record.seq) or next(
+            (found for grant in self.grants if (found := grant.decision(record)) is not None), None
+        )
         if decision is None:
             return HOLD
         return self.decided(record, decision)
@@ -171,6 +202,7 @@ def answer_sources(
     reuse: bool,
     recorded: RecordedCalls | None,
     decisions: Mapping[int, Decision],
+    grants: Sequence[Grant] = (),
 ) -> tuple[AnswerSource, ...]:
     """The sources one script's calls are asked, in order (see the module docstring). The scope's reusable results
     (with `reuse`) and `recorded` are ignored for a run with a history: its journal is the only record it follows,
@@ -189,7 +221,7 @@ def answer_sources(
             *earlier,
             *([Baseline(recorded)] if recorded is not None else []),
         ]
-    return (*first, Decisions(run_id, decisions))
+    return (*first, Decisions(run_id, decisions, grants))
 
 
 def remember(scope: RunScope, run_id: str, records: list[CallRecord]) -> None:

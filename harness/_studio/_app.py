@@ -33,9 +33,10 @@ from starlette.staticfiles import StaticFiles
 from .._errors import WorkflowError
 from .._records import RunRow, WorkflowResult
 from .._store import StoreError
+from .._store._approvals import plans_waiting
 from .._ui._runs import call_json
 from ._chat import Chat, problem
-from ._views import API_VERSION, RUN_STATUSES, conversation_page, pending_of, run_page, runs_page
+from ._views import API_VERSION, RUN_STATUSES, conversation_page, pending_of, plan_json, run_page, runs_page
 
 ASSETS = Path(__file__).with_name('static')
 HOST = '127.0.0.1'
@@ -114,7 +115,8 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         found = [
             {'run_id': rid, **p} for rid in db.waiting_runs() for p in pending_of(db.calls(rid), db.decisions(rid))
         ]
-        return JSONResponse({'pending': found})
+        plans = [{'run_id': r.run_id, **(plan_json(r, {}) or {})} for r in plans_waiting(db)]
+        return JSONResponse({'pending': found, 'plans': plans})
 
     def conversations(request: Request) -> JSONResponse:
         limit = integer(request.query_params.get('limit', '50'), 'limit', low=1, high=MAX_LIMIT)
@@ -151,7 +153,7 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
                 lambda: harness.approve(run_id, None if seq is None else integer(seq, 'seq', low=1), by=by)
             )
         else:
-            seq = integer(body.get('seq'), 'seq', low=1)
+            seq = None if body.get('seq') is None else integer(body.get('seq'), 'seq', low=1)  # None: the plan
             reason = optional_text(body, 'reason')
             if not reason:
                 raise Refused(400, 'invalid_request', 'a rejection needs a reason: the script sees it.')

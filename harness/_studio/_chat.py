@@ -35,7 +35,7 @@ from .._tracing._setup import RECORDER
 from .._ui._runs import runs_of_turn
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 from .._ui._turns import new_conversation, record_turn
-from ._views import pending_of, progress_json, run_summary
+from ._views import pending_of, plan_json, progress_json, run_summary
 
 TOOL = 'run_workflow'
 CONVERSATION_ID = re.compile(r'[A-Za-z0-9_-]{8,64}')
@@ -153,6 +153,9 @@ class Chat:
             deferred = waiting_tool_calls(history)
             if last is None or last.status != 'waiting' or not deferred:
                 raise ValueError(f'conversation {conversation_id} has no turn waiting for approval to continue.')
+            for run in runs_of_turn(self.store, [last.agent_run_id, *last.agent_run_ids]):
+                if plan_json(run, self.store.decisions(run.run_id)) is not None:  # going on would approve it unseen
+                    raise ValueError(f'run {run.run_id} waits for approval of its plan: approve or reject it first.')
             run_input.messages = []
             return StudioTurn(
                 conversation_id,
@@ -262,6 +265,7 @@ class Chat:
             {
                 **run_summary(r, short, usage),
                 'pending': pending_of(self.store.calls(r.run_id), self.store.decisions(r.run_id)),
+                'plan': plan_json(r, self.store.decisions(r.run_id)),
             }
             for r in runs
             if r.status == 'waiting'

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .._catalog._rules import Access
 from .._check._analysis import analyze
+from .._check._plan import plan_text
 from .._records import (
     PROGRESS_DROPPED,
     PROGRESS_PREFIX,
@@ -22,7 +24,7 @@ from .._records import (
     progress_entries,
 )
 from .._store import RunStore, Turn
-from .._store._approvals import undecided
+from .._store._approvals import awaits_plan, undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
 from .._ui._runs import call_json, exceptions_by_seq, runs_of_turn, siblings_of, trace_spans, turn_agent_runs, turn_of
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
@@ -105,6 +107,15 @@ def decision_json(decision: Decision) -> dict[str, Any]:
         'decided_by': decision.decided_by,
         'decided_at': decision.decided_at,
     }
+
+
+def plan_json(run: RunRow, decided: dict[int, Decision]) -> dict[str, Any] | None:
+    """The plan a run waits for a decision on (`Harness(review=...)`): as stored, with the text `harness pending`
+    prints; None when it waits for none."""
+    if not awaits_plan(run, decided):
+        return None
+    stored = dict(Access.from_json(run.access).plan or {})
+    return {**stored, 'text': plan_text(stored, run.script, lines=0)}
 
 
 def pending_of(calls: Iterable[CallRecord], decided: dict[int, Decision]) -> list[dict[str, Any]]:
@@ -205,6 +216,7 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
     ids = list(dict.fromkeys(r.run_id for r in related))
     short, usage = db.short_ids(ids), db.usage(ids)
     pending = pending_of(calls, decided)
+    plan = plan_json(run, decided)
     return {
         **run_summary(run, short, usage),
         'script': run.script,
@@ -223,6 +235,7 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
         'progress': progress_entries(calls),
         'progress_dropped': progress_dropped(calls),
         'pending': pending,
+        'plan': plan,
         'spans': [span_json(root) for root in build_tree(spans)],
         'graph': graph_json(run, callees, calls),
         'turn': turn_json(turn),
@@ -233,9 +246,9 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
         'snapshots': db.snapshot_positions(run.run_id),
         'actions': {
             'replay': run.status != 'running',
-            'resume': run.status in RESUMABLE and not pending,
+            'resume': run.status in RESUMABLE and not pending and plan is None,
             'fork': run.status != 'running' and bool(calls),
-            'decide': bool(pending) and run.status != 'running',  # a run still running cannot be decided on yet
+            'decide': (bool(pending) and run.status != 'running') or plan is not None,  # a running run cannot be yet
         },
     }
 

@@ -177,9 +177,10 @@ async function route() {
 async function refreshPending() {
   const badge = document.getElementById('pending-badge');
   try {
-    const { pending } = await api('/api/pending');
-    badge.textContent = pending.length ? String(pending.length) : '';
-    badge.classList.toggle('hidden', !pending.length);
+    const { pending, plans } = await api('/api/pending');
+    const count = pending.length + (plans ? plans.length : 0);
+    badge.textContent = count ? String(count) : '';
+    badge.classList.toggle('hidden', !count);
   } catch {
     badge.classList.add('hidden');
   }
@@ -252,6 +253,7 @@ async function runPage(runId, flash) {
   const busy = h('div', { class: 'busy hidden', role: 'status' });
   page.append(busy);
   page.append(actionsBar(run, busy));
+  if (run.plan) page.append(planCard(run, busy));
   if (run.pending.length) page.append(approvals(run, busy));
   if (run.status === 'running') {
     page.append(notice('This run is running: the page follows it.', 'info'));
@@ -347,6 +349,36 @@ function approvals(run, busy) {
         h('button', { class: 'reject danger', text: 'Reject', disabled: !run.actions.decide, onclick: () => decide(run, call, false, reason.value, busy) })));
     box.append(item);
   }
+  return box;
+}
+
+// A script held for plan review (`Harness(review=...)`): nothing of it ran. Approving lets it run within the
+// plan's bounds (the page resumes it); rejecting ends the run. The graph below is the same script's.
+function planCard(run, busy) {
+  const box = section('Plan waiting for approval');
+  box.classList.add('plan-card');
+  box.append(h('p', { class: 'muted', text: 'Nothing of this script has run. Approve to run it: a call past the bounds below is refused. Reject to end the run.' }));
+  box.append(pre(run.plan.text, 'code plan-text'));
+  const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': 'reason to reject the plan' });
+  const decidePlan = async (approve) => {
+    if (!approve && !reason.value.trim()) {
+      busy.replaceChildren(notice('Say why you reject it: the run ends with the reason.'));
+      busy.classList.remove('hidden');
+      return;
+    }
+    for (const button of document.querySelectorAll('.run-page button')) button.disabled = true;
+    try {
+      await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, { method: 'POST', body: approve ? {} : { reason: reason.value } });
+      if (approve) await act(run, 'resume', {}, busy);
+      else await runPage(run.run_id, notice('rejected the plan: the run ended, nothing of it ran.', 'info'));
+    } catch (error) {
+      await runPage(run.run_id, notice(error.message));
+    }
+  };
+  box.append(h('div', { class: 'decide' },
+    h('button', { class: 'approve primary', text: 'Approve plan', onclick: () => decidePlan(true) }),
+    reason,
+    h('button', { class: 'reject danger', text: 'Reject plan', onclick: () => decidePlan(false) })));
   return box;
 }
 
@@ -832,6 +864,7 @@ class TurnView {
     const panel = h('div', { class: 'approvals chat-approvals' });
     const left = new Set();
     for (const run of runs) {
+      if (run.plan) panel.append(this.planItem(run, left, panel));
       for (const call of run.pending) {
         const key = `${run.run_id}:${call.seq}`;
         left.add(key);
@@ -865,6 +898,36 @@ class TurnView {
       panel.append(h('button', { class: 'primary', text: 'Continue', onclick: () => this.goOn(panel) }));
     }
     this.body.append(panel);
+  }
+
+  // A script held for plan review: nothing of it ran; the turn goes on once the plan is approved or rejected.
+  planItem(run, left, panel) {
+    const key = `${run.run_id}:plan`;
+    left.add(key);
+    const reason = h('input', { type: 'text', class: 'reason', placeholder: 'reason (for a rejection)', 'aria-label': 'reason to reject the plan' });
+    const state = h('span', { class: 'muted decided' });
+    const decide = async (approve) => {
+      if (!approve && !reason.value.trim()) { state.textContent = 'say why you reject it'; return; }
+      for (const b of item.querySelectorAll('button')) b.disabled = true;
+      try {
+        await api(`/api/runs/${run.run_id}/${approve ? 'approve' : 'reject'}`, { method: 'POST', body: approve ? {} : { reason: reason.value } });
+      } catch (error) {
+        for (const b of item.querySelectorAll('button')) b.disabled = false;
+        state.textContent = error.message;
+        return;
+      }
+      reason.disabled = true;
+      state.textContent = approve ? 'plan approved' : 'plan rejected';
+      left.delete(key);
+      if (!left.size) this.goOn(panel);
+    };
+    const item = h('div', { class: 'pending-call plan-card', 'data-run-id': run.run_id },
+      h('div', { class: 'pending-head' }, 'run ', runLink(run), ' waits for approval of its plan (nothing of it ran)'),
+      pre(run.plan.text, 'code plan-text'),
+      h('div', { class: 'decide' },
+        h('button', { class: 'approve primary', text: 'Approve plan', onclick: () => decide(true) }), reason,
+        h('button', { class: 'reject danger', text: 'Reject plan', onclick: () => decide(false) }), state));
+    return item;
   }
 
   async goOn(panel) {
