@@ -2,7 +2,7 @@
 
 `CallRecord` is the only in-memory model of a call. The dispatcher fills it in as the call runs,
 the journal writes it (the store has the one converter to and from its SQLite row), resume and
-replay read it back, progress events carry it, and errors list the completed ones.
+replay read it back, `CallEvent`s carry it to `on_event`, and errors list the completed ones.
 
 The store's records the engine passes around live here too, so no stage reaches into storage for a shape:
 `RunRow` (a run), `Decision` (a person's decision on a waiting call), `Owner` (the process that holds a run's

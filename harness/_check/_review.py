@@ -1,8 +1,9 @@
 """The review of a script before it runs, as the `Harness` facade offers it: the type check, the static analysis,
 strict mode's refusals and the worst-case estimate, over the Harness's catalog and settings.
 
-The facade is a `Review` (as it is a `Registry` and `Approvals`): the work is in `_checker`, `_analysis`,
-`_audit` and `_estimate`; this only puts them together. Nothing here runs a callee or writes the store.
+The facade is a `Review` (as it is a `DurableRuns` and `Approvals`), and a `Review` is a `Registry`: it reviews
+against the catalog it holds. The work is in `_checker`, `_analysis`, `_audit` and `_estimate`; this only puts
+them together. Nothing here runs a callee or writes the store.
 """
 
 from __future__ import annotations
