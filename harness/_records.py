@@ -179,12 +179,24 @@ PROGRESS_PREFIX = 'progress:'
 PROGRESS_DROPPED = 'progress:dropped'
 
 
+def is_progress(record: CallRecord) -> bool:
+    """A `log`/`phase` row (or the count past the cap): no call of the catalog, and no completed result."""
+    return record.callee.startswith(PROGRESS_PREFIX)
+
+
+def progress_kind(record: CallRecord) -> str | None:
+    """`'log'` or `'phase'` for a kept entry; None for a call or the count past the cap."""
+    if not is_progress(record) or record.callee == PROGRESS_DROPPED:
+        return None
+    return record.callee.removeprefix(PROGRESS_PREFIX)
+
+
 def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
     """The kept `log`/`phase` entries among a run's journal rows, in order, as `r.progress` gives them."""
     return [
-        {'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
+        {'kind': kind, 'text': c.arguments.get('text'), 'seq': c.seq}
         for c in calls
-        if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED
+        if (kind := progress_kind(c)) is not None
     ]
 
 

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from .._agent._usage import Totals, format_cost
 from .._catalog._prelude import PROGRESS_MAX_ENTRIES
-from .._records import PROGRESS_PREFIX, CallRecord, RunRow, SpanDict, progress_dropped, progress_entries
+from .._records import CallRecord, RunRow, SpanDict, is_progress, progress_dropped, progress_entries
 from .._store import RunStore, Turn
 from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
@@ -187,8 +187,8 @@ def show_run(
         console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
     console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
     exceptions = exceptions_by_seq(spans)
-    progress = [c for c in calls if c.callee.startswith(PROGRESS_PREFIX)]
-    calls = [c for c in calls if not c.callee.startswith(PROGRESS_PREFIX)]
+    progress = [c for c in calls if is_progress(c)]
+    calls = [c for c in calls if not is_progress(c)]
     if calls and full:  # each call whole, as `--call K` shows it: a table column would fold a long value
         for call in calls:
             print_call(console, run, call, exceptions.get(call.seq, []))

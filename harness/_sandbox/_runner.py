@@ -23,12 +23,11 @@ from .._errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from .._records import PendingCall
+from .._records import PendingCall, is_progress
 from .._tracing._names import ATTR_ERRORS, SPAN_CHECK
 from .._tracing._setup import TRACER
 from ._loop import OsHandler, ScriptLoop, clean_traceback
 from ._pool import SandboxPool
-from ._progress import is_progress
 
 PRINT_LIMIT = 64_000
 
