@@ -473,6 +473,23 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
     assert paid == [1]
 
 
+@pytest.mark.parametrize(
+    ('source', 'named', 'not_named'),
+    [('baseline', "an eval baseline's recorded result", "a fork's"), ('answered', "a fork's or a person's", 'eval')],
+)
+def test_a_refusal_says_where_the_supplied_predecessor_came_from(source: str, named: str, not_named: str) -> None:
+    """The model is told what supplied the predecessor that cannot authorise a side effect: an eval baseline's
+    recorded result is no person's answer."""
+    from harness import CallRecord
+    from harness._catalog._rules import Access, Ledger, refusal
+
+    ledger = Ledger()
+    ledger.add(CallRecord(seq=1, callee='check', arguments={}, line=1, status='ok', result=True, source=source))
+    why = refusal('pay', {}, (After('check', once=True),), Access(), ledger, side_effect=True, seq=2)
+    assert why is not None and 'was supplied, not run' in why
+    assert named in why and not_named not in why
+
+
 def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
     """A call a person rejected never ran: what it consumed while it waited is free again, after the resume."""
     h = make_harness()
