@@ -1,4 +1,4 @@
-"""The join helpers every script gets, written in sandbox Python, and their typed stubs.
+"""The helpers every script gets (the joins, and `log`/`phase`), written in sandbox Python, and their typed stubs.
 
 Monty's `asyncio.gather` has no `return_exceptions`, so a fan-out that should keep the results
 that succeeded needs `settled`; it has no `wait`, `wait_for` or `as_completed` either, so
