@@ -1072,6 +1072,22 @@ def test_cli_audit_text_and_json(cli_project: Path) -> None:
     assert len(data['enforcement']) >= 4 and data['on_crash']
 
 
+def test_the_audit_says_what_the_review_before_the_run_guarantees(make_harness: Any, refunds: list) -> None:
+    """Issue 23.1/23.3: the audit states the analysis' guarantee (every call a site with a bound, every transition
+    an edge, what hides a call refused, the rest incomplete and refused by strict), the consuming guard and the
+    stuck detector for a callee failing the same way whatever its arguments."""
+    from harness._check._audit import audit
+
+    enforcement = '\n'.join(audit(desk(make_harness(), refunds)).enforcement)
+    assert 'every call a script can make is a call site with the most times it can run' in enforcement
+    assert 'every transition between two calls is an edge' in enforcement
+    assert 'eval/exec, locals(), attribute access by a computed name' in enforcement
+    assert 'strict=True also refuses an incomplete analysis' in enforcement
+    assert 'once=True: each successful predecessor authorises one call' in enforcement
+    assert 'the same error max_repeats times in a row, whatever its arguments' in enforcement
+    assert 'counted again on resume' in enforcement
+
+
 def ops_desk(h: Harness, refunds: list, dropped: list[str]) -> Harness:
     """The refund desk, with an irreversible tool nothing guards and one a person approves."""
     desk(h, refunds)
