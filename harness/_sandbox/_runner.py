@@ -120,9 +120,9 @@ async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
             raise type_error(report.errors, report.diagnostics)
         if job.rule_errors:
             span.set_attribute(ATTR_ERRORS, len(job.rule_errors))
-            span.set_status(Status(StatusCode.ERROR, 'rules can be broken'))
-            raise WorkflowTypeError(
-                "The script can break the catalog's rules (strict mode), so nothing ran:\n"
+            span.set_status(Status(StatusCode.ERROR, 'refused by strict mode'))
+            raise WorkflowTypeError(  # a rule some path breaks, an incomplete analysis, an unguarded callee reached
+                'The script is refused by strict mode, so nothing ran (fix each line):\n'
                 + '\n'.join(f'workflow.py:{error}' for error in job.rule_errors)
             )
 
