@@ -14,7 +14,8 @@ is what the model and the checker see, with `PermissionError`, a builtin the san
 refused call) that its checker does not know.
 """
 
-HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within', 'log', 'phase'})
+JOIN_HELPERS = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within'})
+HELPER_NAMES = JOIN_HELPERS | {'log', 'phase'}
 
 HELPERS_SOURCE = """\
 import asyncio
