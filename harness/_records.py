@@ -154,6 +154,8 @@ class WorkflowResult:
     run_id: str
     status: RunStatus
     calls: list[CallRecord] = field(default_factory=list)
+    """The run's journal in `seq` order: its calls, and the rows of granted host values (the clock, entropy, a
+    join's decisions) and of `log`/`phase` (`is_progress`; read them as `progress`), which take seqs too."""
     printed: str = ''
     budget_exhausted: bool = False
     """A call was refused because a budget ran out; the script caught it and finished."""
