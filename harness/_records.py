@@ -31,8 +31,10 @@ waiting for it. `skipped`: the script ended before it started (no budget spent).
 `within` deadline. `waiting`: it needs a person's approval and has not got it yet. `unknown`: it
 was started, but the process died before its outcome was journaled."""
 CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered', 'baseline']
-"""Where a call's result came from: it ran, or the journal (or the user) answered it. `baseline`: an eval
-run with `reuse_calls` answered it from the baseline eval's journal (charged like a live call)."""
+"""Where a call's result came from: it ran, or the journal (or the user) answered it. `reused`: an identical
+earlier call's result answered it, not charged (an idempotent callee's, or a side effect an earlier script already
+made: `_dispatch._effects`). `answered`: a person's or a fork's answer. `baseline`: an eval run with `reuse_calls`
+answered it from the baseline eval's journal (charged like a live call)."""
 CallKind = Literal['agent', 'tool']
 """Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
 RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting']
