@@ -1,4 +1,7 @@
-"""`Harness`: the public face. Registers the catalog, runs scripts, and owns the sandbox pool.
+"""`Harness`: the public face, made of the parts the stages own (`Review`, itself a `Registry`: the catalog,
+check, analyze, estimate; `DurableRuns`: resume, replay, fork; `Approvals`; `Orchestration`). What is left here
+is a run's wiring, written once (`start_run`, `_execute_plan`, `_dispatcher`), the steps another engine drives
+through public methods (`advance`, `run_call`), and the lifetime (the sandbox pool, the store, `close`).
 
 A run reads top to bottom through the modules it uses: catalog -> stubs -> check ->
 sandbox loop (runner, loop) -> dispatch -> journal -> result (run); see ARCHITECTURE.md.

@@ -2,7 +2,7 @@
 
 `CallRecord` is the only in-memory model of a call. The dispatcher fills it in as the call runs,
 the journal writes it (the store has the one converter to and from its SQLite row), resume and
-replay read it back, progress events carry it, and errors list the completed ones.
+replay read it back, `CallEvent`s carry it to `on_event`, and errors list the completed ones.
 
 The store's records the engine passes around live here too, so no stage reaches into storage for a shape:
 `RunRow` (a run), `Decision` (a person's decision on a waiting call), `Owner` (the process that holds a run's
@@ -34,8 +34,10 @@ waiting for it. `skipped`: the script ended before it started (no budget spent).
 `within` deadline. `waiting`: it needs a person's approval and has not got it yet. `unknown`: it
 was started, but the process died before its outcome was journaled."""
 CallSource = Literal['live', 'replayed', 'resumed', 'reused', 'forked', 'answered', 'baseline']
-"""Where a call's result came from: it ran, or the journal (or the user) answered it. `baseline`: an eval
-run with `reuse_calls` answered it from the baseline eval's journal (charged like a live call)."""
+"""Where a call's result came from: it ran, or the journal (or the user) answered it. `reused`: an identical
+earlier call's result answered it, not charged (an idempotent callee's, or a side effect an earlier script already
+made: `_dispatch._effects`). `answered`: a person's or a fork's answer. `baseline`: an eval run with `reuse_calls`
+answered it from the baseline eval's journal (charged like a live call)."""
 CallKind = Literal['agent', 'tool']
 """Sub-agents count against `max_agent_calls`, host tools against `max_tool_calls`."""
 RunStatus = Literal['running', 'completed', 'failed', 'interrupted', 'needs_decision', 'waiting']
@@ -158,6 +160,8 @@ class WorkflowResult:
     run_id: str
     status: RunStatus
     calls: list[CallRecord] = field(default_factory=list)
+    """The run's journal in `seq` order: its calls, and the rows of granted host values (the clock, entropy, a
+    join's decisions) and of `log`/`phase` (`is_progress`; read them as `progress`), which take seqs too."""
     printed: str = ''
     budget_exhausted: bool = False
     """A call was refused because a budget ran out; the script caught it and finished."""
@@ -186,12 +190,24 @@ PROGRESS_PREFIX = 'progress:'
 PROGRESS_DROPPED = 'progress:dropped'
 
 
+def is_progress(record: CallRecord) -> bool:
+    """A `log`/`phase` row (or the count past the cap): no call of the catalog, and no completed result."""
+    return record.callee.startswith(PROGRESS_PREFIX)
+
+
+def progress_kind(record: CallRecord) -> str | None:
+    """`'log'` or `'phase'` for a kept entry; None for a call or the count past the cap."""
+    if not is_progress(record) or record.callee == PROGRESS_DROPPED:
+        return None
+    return record.callee.removeprefix(PROGRESS_PREFIX)
+
+
 def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
     """The kept `log`/`phase` entries among a run's journal rows, in order, as `r.progress` gives them."""
     return [
-        {'kind': c.callee.removeprefix(PROGRESS_PREFIX), 'text': c.arguments.get('text'), 'seq': c.seq}
+        {'kind': kind, 'text': c.arguments.get('text'), 'seq': c.seq}
         for c in calls
-        if c.callee.startswith(PROGRESS_PREFIX) and c.callee != PROGRESS_DROPPED
+        if (kind := progress_kind(c)) is not None
     ]
 
 

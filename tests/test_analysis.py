@@ -292,6 +292,9 @@ def test_a_local_def_shadowing_the_callee_is_refused_and_does_not_hide_the_viola
     for shadow in ('for check_entitlement in [1]:\n    pass', 'import json as send_email', 'send_email = print'):
         assert 'is a catalog function' in h.check(shadow).errors, shadow
     assert '`settled` is a join helper' in h.check('settled = 1').errors
+    for helper in ('log', 'phase'):  # no join: the model is told what the name is
+        errors = h.check(f'{helper} = 1').errors
+        assert f'`{helper}` is a script helper' in errors and 'join' not in errors, errors
 
 
 def test_the_must_analysis_still_credits_what_certainly_ran(strict: Harness) -> None:

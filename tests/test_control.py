@@ -473,6 +473,23 @@ def test_a_refund_in_flight_at_a_crash_keeps_its_check(make_harness: Any) -> Non
     assert paid == [1]
 
 
+@pytest.mark.parametrize(
+    ('source', 'named', 'not_named'),
+    [('baseline', "an eval baseline's recorded result", "a fork's"), ('answered', "a fork's or a person's", 'eval')],
+)
+def test_a_refusal_says_where_the_supplied_predecessor_came_from(source: str, named: str, not_named: str) -> None:
+    """The model is told what supplied the predecessor that cannot authorise a side effect: an eval baseline's
+    recorded result is no person's answer."""
+    from harness import CallRecord
+    from harness._catalog._rules import Access, Ledger, refusal
+
+    ledger = Ledger()
+    ledger.add(CallRecord(seq=1, callee='check', arguments={}, line=1, status='ok', result=True, source=source))
+    why = refusal('pay', {}, (After('check', once=True),), Access(), ledger, side_effect=True, seq=2)
+    assert why is not None and 'was supplied, not run' in why
+    assert named in why and not_named not in why
+
+
 def test_a_rejected_call_gives_its_check_back(make_harness: Any) -> None:
     """A call a person rejected never ran: what it consumed while it waited is free again, after the resume."""
     h = make_harness()
@@ -1055,6 +1072,22 @@ def test_cli_audit_text_and_json(cli_project: Path) -> None:
     assert len(data['enforcement']) >= 4 and data['on_crash']
 
 
+def test_the_audit_says_what_the_review_before_the_run_guarantees(make_harness: Any, refunds: list) -> None:
+    """Issue 23.1/23.3: the audit states the analysis' guarantee (every call a site with a bound, every transition
+    an edge, what hides a call refused, the rest incomplete and refused by strict), the consuming guard and the
+    stuck detector for a callee failing the same way whatever its arguments."""
+    from harness._check._audit import audit
+
+    enforcement = '\n'.join(audit(desk(make_harness(), refunds)).enforcement)
+    assert 'every call a script can make is a call site with the most times it can run' in enforcement
+    assert 'every transition between two calls is an edge' in enforcement
+    assert 'eval/exec, locals(), attribute access by a computed name' in enforcement
+    assert 'strict=True also refuses an incomplete analysis' in enforcement
+    assert 'once=True: each successful predecessor authorises one call' in enforcement
+    assert 'the same error max_repeats times in a row, whatever its arguments' in enforcement
+    assert 'counted again on resume' in enforcement
+
+
 def ops_desk(h: Harness, refunds: list, dropped: list[str]) -> Harness:
     """The refund desk, with an irreversible tool nothing guards and one a person approves."""
     desk(h, refunds)
@@ -1156,8 +1189,10 @@ def test_strict_refuses_a_script_that_can_reach_an_unguarded_irreversible_callee
     )
     with pytest.raises(WorkflowTypeError, match=r"strict mode.*\n.*allow_unguarded=\['drop_table'\]"):
         strict.run_sync(script)
-    with pytest.raises(WorkflowTypeError, match='drop_table is irreversible'):
+    with pytest.raises(WorkflowTypeError, match='drop_table is irreversible') as refused:
         strict.run_sync('await drop_table(name="users")')
+    assert str(refused.value).startswith('The script is refused by strict mode, so nothing ran')  # no rule broken
+    assert "break the catalog's rules" not in str(refused.value)
     assert dropped == []
     assert strict.check('await check_entitlement(ticket_id="T")').ok  # cannot reach it: nothing to refuse
     allowed = ops_desk(make_harness(strict=True, allow_unguarded=['drop_table']), refunds, dropped)

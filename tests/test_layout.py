@@ -6,6 +6,7 @@ it. The core never imports an edge; the `Harness` facade (`_engine`) reaches the
 when asked to (inside the method that needs them), so importing the core loads no edge. `_ui`, the layer under
 both user interfaces, holds plain data: no rich, no Starlette, no edge. Span names and `harness.*` attribute names
 are spelled in one module, `harness/_tracing/_names.py`, which every writer and reader of spans uses.
+ARCHITECTURE.md, the code map, names every module and no other.
 """
 
 from __future__ import annotations
@@ -202,3 +203,31 @@ def test_the_dispatcher_has_no_mode_flag_for_temporal() -> None:
     names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     names |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
     assert not {name for name in names if 'defer' in name}
+
+
+def test_architecture_names_every_module_and_no_other() -> None:
+    """ARCHITECTURE.md is the code map: every module of `harness/` is in its package's row of a table and is
+    described in the text (a module only listed is not explained), and every module a row lists exists."""
+    text = (ROOT.parent / 'ARCHITECTURE.md').read_text()
+    rows = {m['package'] or 'top': set(re.findall(r'`(_\w+)`', m['modules'])) for m in TABLE_ROW.finditer(text)}
+    prose = '\n'.join(line for line in text.splitlines() if not line.startswith('|'))
+    missing, unexplained, extra = [], [], []
+    for name, path in modules().items():
+        parts = name.split('.')
+        if path.name in ('__init__.py', '__main__.py') or len(parts) > 3:
+            continue
+        package = parts[1] + '/' if len(parts) == 3 else 'top'
+        module = parts[-1]
+        if module not in rows.get(package, set()):
+            missing.append(name)
+        if not re.search(rf'`(?:[\w./]*[./])?{module}[`.(]', prose):
+            unexplained.append(name)
+    for package, listed in rows.items():
+        where = ROOT if package == 'top' else ROOT / package.rstrip('/')
+        extra += [f'{package}{m}' for m in sorted(listed) if not (where / f'{m}.py').exists()]
+    assert (missing, unexplained, extra) == ([], [], [])
+
+
+TABLE_ROW = re.compile(r'^\| (?:`(?P<package>_\w+/)`|top of `harness/`) \|[^|\n]*\| (?P<modules>[^|\n]*) \|$', re.M)
+"""A row of ARCHITECTURE.md's tables of packages: the package (the modules at the top of `harness/`: no group), the
+modules."""

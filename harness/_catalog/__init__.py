@@ -1,2 +1,2 @@
-"""The catalog: callees and their rules, the stubs the model reads and ty checks against, and the manifest a run is
-tied to."""
+"""The catalog: callees and their rules, the stubs the model reads and ty checks against, the manifest a run is
+tied to, and what one call can cost at most."""

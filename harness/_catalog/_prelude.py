@@ -1,4 +1,4 @@
-"""The join helpers every script gets, written in sandbox Python, and their typed stubs.
+"""The helpers every script gets (the joins, and `log`/`phase`), written in sandbox Python, and their typed stubs.
 
 Monty's `asyncio.gather` has no `return_exceptions`, so a fan-out that should keep the results
 that succeeded needs `settled`; it has no `wait`, `wait_for` or `as_completed` either, so
@@ -14,7 +14,8 @@ is what the model and the checker see, with `PermissionError`, a builtin the san
 refused call) that its checker does not know.
 """
 
-HELPER_NAMES = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within', 'log', 'phase'})
+JOIN_HELPERS = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within'})
+HELPER_NAMES = JOIN_HELPERS | {'log', 'phase'}
 
 HELPERS_SOURCE = """\
 import asyncio

@@ -360,9 +360,12 @@ def unmet(callee: str, rule: After, supplied: CallRecord | None, *, spent: bool 
     """The refusal of a call whose rule no predecessor satisfies (`spent`: one did, and a call consumed it)."""
     text = f'{callee} requires {rule.describe()}; it was not called.'
     if supplied is not None:
+        origin = (
+            "an eval baseline's recorded result" if supplied.source == 'baseline' else "a fork's or a person's answer"
+        )
         return (
-            f"{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run (a fork's or a "
-            f"person's answer), and authorises no side effect: call {rule.callee} first."
+            f'{text} The {rule.callee} result of call #{supplied.seq} was supplied, not run ({origin}), and '
+            f'authorises no side effect: call {rule.callee} first.'
         )
     if spent:
         return f'{text} Each {rule.callee} authorises one call: call {rule.callee} again first.'

@@ -1,2 +1,3 @@
-"""Before the run: the type check with ty, the hints on its messages, the static analysis of what a script can call,
-and the audit of a catalog."""
+"""Before the run: the type check with ty, the hints on its messages, the refusals of what would hide a call, the
+static analysis of what a script can call, the worst-case estimate, the audit of a catalog, and the facade's review
+(`Review`: check, analyze, estimate)."""

@@ -66,7 +66,8 @@ class Analysis:
     calls: list[CallSite] = field(default_factory=list)
     dynamic: list[CallSite] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    """Per rule that some path can break, a sentence saying where and how."""
+    """Per rule that some path can break, a sentence saying where and how; likewise a call the run's allow/deny
+    refuses, a guarded or side-effecting callee used as a value, and a side effect with no bound (`analyze`)."""
     nodes: list[CallSite] = field(default_factory=list)
     """The flow graph's nodes: call sites (index = node id); 'start' and 'end' are implicit."""
     edges: list[tuple[str, str, str]] = field(default_factory=list)

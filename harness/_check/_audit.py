@@ -26,16 +26,25 @@ if TYPE_CHECKING:  # the facade imports this module (strict mode's refusal), not
 ENFORCEMENT = [
     "requires= rules and allow/deny: at every call, when the paused script makes it, against the run's "
     'journal (Dispatcher.start), before the call is journaled as started, before any budget is spent and '
-    'before it runs; the same on resume, replay and fork, whose answered calls are in the journal.',
+    'before it runs; the same on resume, replay and fork, whose answered calls are in the journal. With '
+    'once=True: each successful predecessor authorises one call (consumed in call order, so a fan-out gets '
+    'as many through as there were successes; rebuilt from the journal on resume, replay and fork).',
     'approval=True: at the same point: the call is journaled waiting and the run stops until a person decides; '
     'it never runs before an approval, and a rejection reaches the script as PermissionError.',
     'Budgets (max_agent_calls, max_tool_calls, call_caps): at the same point, reserved synchronously in call '
     'order, so they are exact under any fan-out.',
     'Concurrency (max_concurrency, call_concurrency): when a call starts running.',
-    'Stuck scripts (max_repeats, refused calls): at the same point; the script is stopped, not just refused.',
-    'Before anything runs: `harness check` / Harness.check report every path that can break a rule '
-    '(errors with strict=True, so nothing runs); strict=True also refuses a script that can reach an unguarded '
-    'irreversible callee (no requires=, no approval) unless allow_unguarded names it.',
+    'Stuck scripts (max_repeats identical calls; a callee that failed with the same error max_repeats times in a '
+    'row, whatever its arguments; refused calls): at the same point, counted again on resume from the journal, '
+    'so a resumed run stops where an uninterrupted one does; the script is stopped, not just refused.',
+    'Before anything runs: the analysis (Harness.analyze) is an upper bound: every call a script can make is a '
+    'call site with the most times it can run (or unbounded), and every transition between two calls is an edge, '
+    'through helpers, recursion, lambdas, loops, joins and try/finally. The checker refuses what would hide a '
+    'call (eval/exec, locals(), attribute access by a computed name, a class with methods, a name that shadows '
+    'a callee); what the analysis still cannot follow makes it incomplete. `harness check` / Harness.check '
+    'report every path that can break a rule (errors with strict=True, so nothing runs); strict=True also '
+    'refuses an incomplete analysis, and a script that can reach an unguarded irreversible callee (no '
+    'requires=, no approval) unless allow_unguarded names it.',
     'Inside the sandbox: CPU time, memory and suspensions (Monty limits); no filesystem, network, clock '
     'or environment unless granted.',
 ]

@@ -53,9 +53,10 @@ class Diagnostic:
 class CheckReport:
     """`ok` and, when not, ty's messages as text (`errors`) and parsed (`diagnostics`).
 
-    `warnings`: rules of the catalog some path of the script can break (enforced at run time;
-    with `Harness(strict=True)` they are errors instead and `ok` is False). `estimate`: the script's worst
-    case (`Harness.estimate`), on a report that is ok.
+    `warnings`: what the analysis finds (`Analysis.findings`): rules of the catalog some path of the script can
+    break (enforced at run time), side effects it can repeat without bound, and what it could not follow. With
+    `Harness(strict=True)` they are errors instead and `ok` is False, and so is an unguarded irreversible callee
+    the script can reach. `estimate`: the script's worst case (`Harness.estimate`), on a report that is ok.
     """
 
     ok: bool

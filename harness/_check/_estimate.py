@@ -2,9 +2,10 @@
 `bounds`) times the most one call can cost (`_catalog._prices.call_ceiling`), summed.
 
 Invariants: `Estimate.cost_usd` is a number only when every callee the script can reach has both a bound
-and a price, and the analysis is complete; otherwise it is None and `reasons` says why. An unpriced callee
-is named in `unpriced`, never counted as free. A callee the run's allow/deny refuses costs nothing (each of
-its calls is refused before it runs). Unbounded calls of a callee that costs nothing cost nothing.
+and a price (or costs nothing per call), and the analysis is complete; otherwise it is None and `reasons` says
+why. An unpriced callee is named in `unpriced`, never counted as free. A callee the run's allow/deny refuses
+costs nothing (each of its calls is refused before it runs). Unbounded calls of a callee that costs nothing
+cost nothing.
 
 It bounds one run of the script as written: a resume runs again the calls that were in flight when a run
 stopped, and a call can go past its ceiling by its last response (`_prices` says why).
@@ -57,7 +58,8 @@ class Estimate:
     calls: dict[str, int | None]
     """Per callee the script can reach, the most calls it can make (None: unbounded)."""
     cost_usd: float | None
-    """USD, at most, for the whole script; None when any reachable callee is unbounded or unpriced."""
+    """USD, at most, for the whole script; None when the analysis is incomplete or a reachable callee is unpriced,
+    or unbounded and not free."""
     unpriced: list[str]
     """The reachable callees whose price is not known (no `cost=`, and no price for their model)."""
     per_callee: dict[str, CalleeEstimate] = field(default_factory=dict)

@@ -115,7 +115,7 @@ def _list_to_next(node: ast.Call, made: dict[str, ast.Assign]) -> str | None:
 
 
 def stub_functions(stubs: str) -> set[str]:
-    """The functions the stubs define: the catalog's callees and the join helpers."""
+    """The functions the stubs define: the catalog's callees and the script helpers (the joins, `log`, `phase`)."""
     return set(re.findall(r'^(?:async )?def (\w+)\(', stubs, re.M))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from .._catalog._prelude import HELPER_NAMES
+from .._catalog._prelude import HELPER_NAMES, JOIN_HELPERS
 from ._scopes import Scopes
 
 RUN_TIME_CODE = frozenset({'eval', 'exec'})
@@ -64,12 +64,18 @@ def refusals(tree: ast.Module, scopes: Scopes, functions: set[str]) -> list[tupl
     found += [
         (
             node,
-            f'`{name}` is {"a join helper" if name in HELPER_NAMES else "a catalog function"}: '
+            f'`{name}` is {_kind_of(name)}: '
             f'{_binding(node)} here would hide its calls from the checks; use another name',
         )
         for name, node in scopes.bindings_of(functions)
     ]
     return _in_order(found)
+
+
+def _kind_of(name: str) -> str:
+    if name in JOIN_HELPERS:
+        return 'a join helper'
+    return 'a script helper' if name in HELPER_NAMES else 'a catalog function'
 
 
 def _methods(node: ast.ClassDef) -> bool:

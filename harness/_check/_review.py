@@ -1,8 +1,9 @@
 """The review of a script before it runs, as the `Harness` facade offers it: the type check, the static analysis,
 strict mode's refusals and the worst-case estimate, over the Harness's catalog and settings.
 
-The facade is a `Review` (as it is a `Registry` and `Approvals`): the work is in `_checker`, `_analysis`,
-`_audit`, `_estimate` and `_plan`; this only puts them together. Nothing here runs a callee or writes the store.
+The facade is a `Review` (as it is a `DurableRuns` and `Approvals`), and a `Review` is a `Registry`: it reviews
+against the catalog it holds. The work is in `_checker`, `_analysis`, `_audit`, `_estimate` and `_plan`; this only puts
+them together. Nothing here runs a callee or writes the store.
 """
 
 from __future__ import annotations
@@ -57,10 +58,9 @@ class Review(Registry):
         if not report.ok:
             return report
         analysis = self.analyze(code)
-        found = analysis.findings  # strict: no path may break a rule, every call is accounted for
-        if self.strict and (refused := [*found, *unguarded_reach(analysis, self._callees, self.allow_unguarded)]):
+        if self.strict and (refused := self._strict_refusals(analysis)):
             return dataclasses.replace(report, ok=False, errors='\n'.join(f'workflow.py:{v}' for v in refused))
-        return dataclasses.replace(report, warnings=found, estimate=self.estimate_of(analysis))
+        return dataclasses.replace(report, warnings=analysis.findings, estimate=self.estimate_of(analysis))
 
     def check(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Blocking twin of `acheck`; usable from sync and async code."""
@@ -87,6 +87,11 @@ class Review(Registry):
             analysis = self.analyze(code, allow=access.allow, deny=access.deny)
         except SyntaxError:
             return []  # the type check reports it, with ty's message
+        return self._strict_refusals(analysis, access)
+
+    def _strict_refusals(self, analysis: Analysis, access: Access | None = None) -> list[str]:
+        """What strict mode refuses of an analysed script: its findings (no path may break a rule, every call is
+        accounted for), then each unguarded irreversible callee it can reach that `access` lets it call."""
         return [*analysis.findings, *unguarded_reach(analysis, self._callees, self.allow_unguarded, access)]
 
     def estimate(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Estimate:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from .._records import PROGRESS_PREFIX, CallEvent
+from .._records import CallEvent, progress_kind
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 
 PROGRESS_CHARS = 200
@@ -78,7 +78,7 @@ class LiveCalls:
     def progress(self, event: CallEvent) -> None:
         text = escape(cut(str(event.arguments.get('text') or ''), PROGRESS_CHARS))
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
-        if event.callee == f'{PROGRESS_PREFIX}phase':
+        if progress_kind(event.call) == 'phase':
             self.console.print(f'  [bold magenta]▸ {text}[/bold magenta]{tag}')
         else:
             self.console.print(f'  [dim]│[/dim] {text}{tag}')

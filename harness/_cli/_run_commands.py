@@ -14,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .._errors import WorkflowError
-from .._records import PROGRESS_PREFIX
+from .._records import is_progress
 from ._live import LiveCalls
 from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
 
@@ -101,7 +101,7 @@ def exec_(
     console.print_json(json.dumps(result.value, default=str))
     if result.note:
         console.print(f'[yellow]note:[/yellow] {escape(result.note)}')
-    calls = sum(1 for c in result.calls if not c.callee.startswith(PROGRESS_PREFIX))  # log/phase are no calls
+    calls = sum(1 for c in result.calls if not is_progress(c))  # log/phase are no calls
     console.print(f'[dim]run {result.run_id} · {calls} call(s)[/dim]')
 
 

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from .._agent._usage import Totals, format_cost
 from .._catalog._prelude import PROGRESS_MAX_ENTRIES
-from .._records import PROGRESS_PREFIX, CallRecord, RunRow, SpanDict, progress_dropped, progress_entries
+from .._records import CallRecord, RunRow, SpanDict, is_progress, progress_dropped, progress_entries
 from .._store import RunStore, Turn
 from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
@@ -165,30 +165,71 @@ def show_run(
     if run.parent_run_id:
         console.print(f'[dim]forked from {run.parent_run_id} at call #{run.fork_at}[/dim]')
     if turn is not None:
-        earlier = [t for t in conversation if t.turn < turn.turn]
-        if earlier:
-            console.print(
-                f'[dim]conversation {turn.conversation_id[:10]}, turn {turn.turn} '
-                f'(`harness chat --continue {turn.conversation_id[:10]}`); before it:[/dim]'
-            )
-            for t in earlier[-3:] if not full else earlier:
-                console.print(f'[dim]  you> {escape(cut(t.prompt, 100))}[/dim]')
-                if t.answer:
-                    console.print(f'[dim]  orchestrator> {escape(cut(" ".join(t.answer.split()), 100))}[/dim]')
-        console.print(f'[bold cyan]you>[/bold cyan] {escape(turn.prompt)}')
-        attempts = [r for r in siblings if r.run_id != run.run_id]
-        if attempts:
-            console.print(
-                '[dim]other scripts of this turn: '
-                + ', '.join(f'{short.get(r.run_id, r.run_id)} ({r.status})' for r in attempts)
-                + '[/dim]'
-            )
+        show_turn(console, run, turn, conversation, siblings, short, full=full)
     elif run.prompt:
         console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
     console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
-    exceptions = exceptions_by_seq(spans)
-    progress = [c for c in calls if c.callee.startswith(PROGRESS_PREFIX)]
-    calls = [c for c in calls if not c.callee.startswith(PROGRESS_PREFIX)]
+    show_calls(console, run, [c for c in calls if not is_progress(c)], exceptions_by_seq(spans), full=full)
+    show_progress(console, [c for c in calls if is_progress(c)], full=full)
+    if usage:
+        console.print(f'[dim]sub-agents: {Totals.from_json(usage).text()}[/dim]')
+    if run.status == 'completed':
+        console.print('[bold]value:[/bold]')
+        console.print_json(json.dumps(run.value, default=str))
+    elif run.error:
+        console.print(f'[red]error:[/red] {escape(run.error)}')
+    if turn is not None:
+        if turn.answer is not None:
+            console.print(Text('orchestrator>', style='bold green'))
+            console.print(Answer(turn.answer if full else cut(turn.answer, 4_000)))
+        elif turn.status != 'completed':
+            console.print(f'[dim]the turn ended {turn.status}{": " + escape(turn.error) if turn.error else ""}[/dim]')
+        if turn.usage:
+            console.print(f'[dim]orchestrator: {Totals.from_json(turn.usage).text()}[/dim]')
+
+
+def show_turn(
+    console: Console,
+    run: RunRow,
+    turn: Turn,
+    conversation: Sequence[Turn],
+    siblings: Sequence[RunRow],
+    short: dict[str, str],
+    *,
+    full: bool,
+) -> None:
+    """The orchestrator turn a run belongs to: the turns before it (the last three without `--full`), its prompt,
+    and the turn's other scripts."""
+    earlier = [t for t in conversation if t.turn < turn.turn]
+    if earlier:
+        console.print(
+            f'[dim]conversation {turn.conversation_id[:10]}, turn {turn.turn} '
+            f'(`harness chat --continue {turn.conversation_id[:10]}`); before it:[/dim]'
+        )
+        for t in earlier[-3:] if not full else earlier:
+            console.print(f'[dim]  you> {escape(cut(t.prompt, 100))}[/dim]')
+            if t.answer:
+                console.print(f'[dim]  orchestrator> {escape(cut(" ".join(t.answer.split()), 100))}[/dim]')
+    console.print(f'[bold cyan]you>[/bold cyan] {escape(turn.prompt)}')
+    attempts = [r for r in siblings if r.run_id != run.run_id]
+    if attempts:
+        console.print(
+            '[dim]other scripts of this turn: '
+            + ', '.join(f'{short.get(r.run_id, r.run_id)} ({r.status})' for r in attempts)
+            + '[/dim]'
+        )
+
+
+def show_calls(
+    console: Console,
+    run: RunRow,
+    calls: Sequence[CallRecord],
+    exceptions: dict[int, list[dict[str, str]]],
+    *,
+    full: bool,
+) -> None:
+    """A run's calls (not its progress): a table, or with `--full` each call whole; a failed call's real
+    exception under it."""
     if calls and full:  # each call whole, as `--call K` shows it: a table column would fold a long value
         for call in calls:
             print_call(console, run, call, exceptions.get(call.seq, []))
@@ -215,22 +256,6 @@ def show_run(
             console.print('[dim]stack traces: harness show RUN --call K (or --full)[/dim]')
     else:
         console.print('[dim]no calls[/dim]')
-    show_progress(console, progress, full=full)
-    if usage:
-        console.print(f'[dim]sub-agents: {Totals.from_json(usage).text()}[/dim]')
-    if run.status == 'completed':
-        console.print('[bold]value:[/bold]')
-        console.print_json(json.dumps(run.value, default=str))
-    elif run.error:
-        console.print(f'[red]error:[/red] {escape(run.error)}')
-    if turn is not None:
-        if turn.answer is not None:
-            console.print(Text('orchestrator>', style='bold green'))
-            console.print(Answer(turn.answer if full else cut(turn.answer, 4_000)))
-        elif turn.status != 'completed':
-            console.print(f'[dim]the turn ended {turn.status}{": " + escape(turn.error) if turn.error else ""}[/dim]')
-        if turn.usage:
-            console.print(f'[dim]orchestrator: {Totals.from_json(turn.usage).text()}[/dim]')
 
 
 PROGRESS_SHOWN = 30

@@ -1,8 +1,9 @@
 """Dispatch: turns one call a script made into one run of a callee, under the run's policies.
 
-`start` is synchronous: lookup, argument validation, the rules, the answer sources (`_sources`: the
-journal, an earlier script's result, an eval's baseline, a person's decision) and the budget
-reservation all happen in call order with no `await` in between. That makes budgets exact and
+`start` is synchronous: lookup, argument validation, the counters that stop a stuck script (`_counters`),
+the rules, the answer sources (`_sources`: the journal, a side effect an earlier script made, an earlier
+identical result, an eval's baseline, a person's decision) and the budget reservation all happen in call
+order with no `await` in between. That makes budgets exact and
 sequence numbers deterministic, which the journal and replay rely on. Live calls are staged, then
 `launch` journals them (write-ahead) and starts them; `settle` journals results before the loop hands
 them to the sandbox. Deciding how a call is answered without running is the sources' job; charging,

@@ -239,23 +239,10 @@ class EvalOptions(TypedDict, total=False):
 async def evaluate(
     harness: EvalHost, dataset: Dataset[Any, Any, Any] | str | Path, **options: Unpack[EvalOptions]
 ) -> EvalResult:
-    unknown = sorted(set(options) - set(EvalOptions.__annotations__))
-    if unknown:  # a TypedDict is not checked at run time: a misspelt option would be dropped without a word
-        raise TypeError(
-            f'evaluate() got unknown option(s) {", ".join(unknown)}; its options are '
-            f'{", ".join(EvalOptions.__annotations__)} (Agent options go in agent_options={{...}})'
-        )
-    model, model_label = options.get('model'), options.get('model_label')
+    check_options(options)
+    model, model_label = orchestrator_model(options.get('model'), options.get('model_label'))
     instructions, name, source = options.get('instructions'), options.get('name'), options.get('source')
     baseline, reuse_calls = options.get('baseline'), options.get('reuse_calls')
-    if model is None:  # as the command line chooses it: HARNESS_MODEL, HARNESS_BASE_URL, a provider key
-        choice = choose_model()
-        if choice.demo:
-            raise EvalError(
-                "evaluate needs the orchestrator's model: pass model='openai:gpt-4.1-mini' (or any "
-                'pydantic-ai model), or set HARNESS_MODEL; offline, subagents.planner.demo_model()'
-            )
-        model, model_label = choice.model, model_label or choice.label
     store = harness.store
     if store is None:
         raise EvalError(
@@ -323,23 +310,52 @@ async def evaluate(
         baseline_id=compared['eval_id'] if compared else None,
         reused_from=evaluation.reuse_from,
     )
-    totals = result.totals
     store.finish_eval(
         eval_id,
         status='completed',
         report_json=EvaluationReportAdapter.dump_json(report).decode(),
-        summary={
-            'cases': len(cases),
-            'failures': len(report.failures),
-            'failed': len(report.failures) + len(result.failed_assertions),
-            'calls': result.calls,
-            'live_calls': result.live_calls,
-            'reused_calls': result.reused_calls,
-            'assertions': _assertions(report),
-            **totals.as_json(),
-        },
+        summary=_summary(result),
     )
     return result
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """A TypedDict is not checked at run time: a misspelt option would be dropped without a word."""
+    unknown = sorted(set(options) - set(EvalOptions.__annotations__))
+    if unknown:
+        raise TypeError(
+            f'evaluate() got unknown option(s) {", ".join(unknown)}; its options are '
+            f'{", ".join(EvalOptions.__annotations__)} (Agent options go in agent_options={{...}})'
+        )
+
+
+def orchestrator_model(model: Any, label: str | None) -> tuple[Any, str | None]:
+    """The orchestrator's model and its label: the one given, else as the command line chooses it
+    (`HARNESS_MODEL`, `HARNESS_BASE_URL`, a provider key); never the offline demo model unasked."""
+    if model is not None:
+        return model, label
+    choice = choose_model()
+    if choice.demo:
+        raise EvalError(
+            "evaluate needs the orchestrator's model: pass model='openai:gpt-4.1-mini' (or any "
+            'pydantic-ai model), or set HARNESS_MODEL; offline, subagents.planner.demo_model()'
+        )
+    return choice.model, label or choice.label
+
+
+def _summary(result: EvalResult) -> dict[str, Any]:
+    """What the evals' table keeps of a finished eval (`harness evals` lists it)."""
+    report = result.report
+    return {
+        'cases': len(result.cases),
+        'failures': len(report.failures),
+        'failed': len(report.failures) + len(result.failed_assertions),
+        'calls': result.calls,
+        'live_calls': result.live_calls,
+        'reused_calls': result.reused_calls,
+        'assertions': _assertions(report),
+        **result.totals.as_json(),
+    }
 
 
 def _assertions(report: EvaluationReport[Any, Any, Any]) -> float | None:

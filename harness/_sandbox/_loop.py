@@ -28,7 +28,7 @@ from ._progress import PROGRESS_FUNCTION, Progress
 from ._values import NotPlainData, plain
 
 SCRIPT_FEED = '<python-input-1>'
-"""Monty names feeds in order; feed 0 defines the join helpers, feed 1 is the script."""
+"""Monty names feeds in order; feed 0 defines the script helpers (joins, `log`, `phase`), feed 1 is the script."""
 
 OsHandler = Callable[[str, tuple[Any, ...], dict[str, Any]], Awaitable[Outcome | None]]
 

@@ -70,7 +70,7 @@ OS_POLICY: monty.OSPolicy = {'datetime': 'call_host', 'random_start': 'call_host
 
 
 class SandboxPool:
-    """Owns one `AsyncMonty` pool; hands out sessions with the join helpers already defined."""
+    """Owns one `AsyncMonty` pool; hands out sessions with the script helpers (joins, `log`, `phase`) defined."""
 
     def __init__(self, *, max_workers: int, limits: SandboxLimits, reserved: int = 0) -> None:
         self.max_workers = max_workers
@@ -114,7 +114,7 @@ class SandboxPool:
     ) -> AsyncGenerator[monty.AsyncMontySession]:
         """A checked-out worker; type checking is on when `stubs` is given.
 
-        With `helpers`, the join helpers are defined first; without, the session is fresh, as
+        With `helpers`, the script helpers are defined first; without, the session is fresh, as
         `load_snapshot` requires (a dump already holds the helpers).
         """
         pool = await self._ensure()

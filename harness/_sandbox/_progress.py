@@ -24,16 +24,11 @@ from .._catalog._prelude import PROGRESS_MAX_TEXT as MAX_TEXT
 from .._dispatch._dispatcher import Dispatcher
 from .._records import PROGRESS_DROPPED as DROPPED
 from .._records import PROGRESS_PREFIX as PREFIX
-from .._records import CallRecord, Outcome
+from .._records import CallRecord, Outcome, progress_kind
 from .._tracing._names import ATTR_PROGRESS_KIND, ATTR_PROGRESS_TEXT, ATTR_SEQ, EVENT_PROGRESS
 
 PROGRESS_FUNCTION = '__progress__'
 KINDS = ('log', 'phase')
-
-
-def is_progress(record: CallRecord) -> bool:
-    """A `log`/`phase` row (or the count past the cap): no call of the catalog, and no completed result."""
-    return record.callee.startswith(PREFIX)
 
 
 def bounded(text: str) -> str:
@@ -62,7 +57,7 @@ class Progress:
                 )
             }
         if self.kept is None:
-            self.kept = sum(1 for c in self.dispatcher.calls if c.callee.startswith(PREFIX) and c.callee != DROPPED)
+            self.kept = sum(1 for c in self.dispatcher.calls if progress_kind(c) is not None)
         if self.kept >= MAX_ENTRIES:
             self.count_dropped()
             return {'return_value': None}

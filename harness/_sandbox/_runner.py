@@ -23,12 +23,11 @@ from .._errors import (
     WorkflowRuntimeError,
     WorkflowTypeError,
 )
-from .._records import PendingCall
+from .._records import PendingCall, is_progress
 from .._tracing._names import ATTR_ERRORS, SPAN_CHECK
 from .._tracing._setup import TRACER
 from ._loop import OsHandler, ScriptLoop, clean_traceback
 from ._pool import SandboxPool
-from ._progress import is_progress
 
 PRINT_LIMIT = 64_000
 
@@ -121,9 +120,9 @@ async def check_or_raise(checker: Checker, job: ScriptRun) -> None:
             raise type_error(report.errors, report.diagnostics)
         if job.rule_errors:
             span.set_attribute(ATTR_ERRORS, len(job.rule_errors))
-            span.set_status(Status(StatusCode.ERROR, 'rules can be broken'))
-            raise WorkflowTypeError(
-                "The script can break the catalog's rules (strict mode), so nothing ran:\n"
+            span.set_status(Status(StatusCode.ERROR, 'refused by strict mode'))
+            raise WorkflowTypeError(  # a rule some path breaks, an incomplete analysis, an unguarded callee reached
+                'The script is refused by strict mode, so nothing ran (fix each line):\n'
                 + '\n'.join(f'workflow.py:{error}' for error in job.rule_errors)
             )
 

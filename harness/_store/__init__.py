@@ -1,5 +1,5 @@
-"""The run store: SQLite, sealed rows and snapshots, the journal a run writes, and the plans of resume, replay and fork
-read from it.
+"""The run store: SQLite, sealed rows and snapshots, the journal a run writes, the plans of resume, replay and fork
+read from it, and the facade's parts that stand on it (`DurableRuns`, `Approvals`).
 
 Its surface for the rest of the harness is below: the store, its errors and the consumers' records. The records
 the engine passes around (`RunRow`, `Decision`, `Owner`, `Checkpoint`) are in `harness._records`; `_journal`

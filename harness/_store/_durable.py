@@ -21,7 +21,7 @@ from typing import Any
 
 from .._dispatch._history import History, HistoryMode
 from .._errors import ReplayDivergence, SnapshotError, WorkflowError
-from .._records import PROGRESS_PREFIX, CallRecord, CallSource, Decision, Owner, RunRow, WorkflowResult, new_run_id
+from .._records import CallRecord, CallSource, Decision, Owner, RunRow, WorkflowResult, is_progress, new_run_id
 from .._sandbox._runner import RestorePoint
 from .._sandbox._values import jsonable
 from ._snapshots import SnapshotRow
@@ -117,7 +117,7 @@ def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
         raise WorkflowError(
             f'Run {parent.run_id} made {len(calls)} call(s); fork at a call between 1 and {len(calls)}.'
         )
-    if calls[at - 1].callee.startswith(PROGRESS_PREFIX):  # nothing to answer: the script's own log/phase
+    if is_progress(calls[at - 1]):  # nothing to answer: the script's own log/phase
         raise WorkflowError(
             f'#{at} of run {parent.run_id} is a log()/phase() entry of the script, not a call: fork at '
             'the seq of a call.'

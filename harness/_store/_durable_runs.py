@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from .._dispatch._starters import Starter
 from .._errors import WorkflowError
-from .._records import EventHandler, Owner, WorkflowResult, one_execution
+from .._records import EventHandler, WorkflowResult, one_execution
 from .._settings import Settings
 from ._durable import Plan, check_replay, plan_fork, plan_replay, plan_resume, require_store
 from ._sqlite import RunStore
@@ -37,17 +36,9 @@ class DurableRuns:
         """Declared here, defined by the Harness this is part of."""
         raise TypeError('DurableRuns is a part of a Harness, which defines _sync')
 
-    async def _execute_plan(
-        self,
-        plan: Plan,
-        on_event: EventHandler | None,
-        recheck: bool,
-        accept_changes: bool,
-        *,
-        starter: Starter | None = None,
-        owner: Owner | None = None,
-    ) -> WorkflowResult:
-        """Declared here, defined by the Harness this is part of."""
+    async def _execute_plan(self, plan: Plan, *args: Any, **kwargs: Any) -> WorkflowResult:
+        """`(plan, on_event, recheck, accept_changes, *, starter=None, owner=None)`: admit the plan, take the run (a
+        resume) and run it. Declared here, defined by the Harness this is part of."""
         raise TypeError('DurableRuns is a part of a Harness, which defines _execute_plan')
 
     async def resume(

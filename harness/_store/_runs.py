@@ -52,8 +52,9 @@ _SEALED_RUN = (
     'CASE WHEN conversation_id IS NULL THEN orchestrator_run_id ELSE json_array(orchestrator_run_id, conversation_id) '
     'END, inputs_json, access_json, catalog_json, calls_count, journal_head'
 )
-"""What a run's seal covers (its last column, the journal's head, is read by position in `verify`). The conversation
-is sealed with the orchestrator run, and only when there is one, so runs sealed before it existed still verify."""
+"""What a run's seal covers (its last column, the journal's head, is read by position in `verify`). A run's conversation
+is sealed beside its orchestrator run, and only when it has a conversation, so runs sealed before the column existed
+still verify."""
 
 # RunRow fields a caller may set with `update_run`, and the column each is stored in.
 _UPDATABLE = {

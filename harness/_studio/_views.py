@@ -13,16 +13,7 @@ from typing import Any
 from .._catalog._rules import Access
 from .._check._analysis import analyze
 from .._check._plan import plan_text
-from .._records import (
-    PROGRESS_DROPPED,
-    PROGRESS_PREFIX,
-    CallRecord,
-    Decision,
-    RunRow,
-    SpanDict,
-    progress_dropped,
-    progress_entries,
-)
+from .._records import CallRecord, Decision, RunRow, SpanDict, progress_dropped, progress_entries, progress_kind
 from .._store import RunStore, Turn
 from .._store._approvals import awaits_plan, undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
@@ -272,9 +263,8 @@ def call_line(call: CallRecord) -> dict[str, Any]:
 def progress_json(call: CallRecord) -> dict[str, Any] | None:
     """`{'kind': 'log' | 'phase', 'text'}` for a kept `log`/`phase` row, else None (a call, or the count past the
     cap)."""
-    if not call.callee.startswith(PROGRESS_PREFIX) or call.callee == PROGRESS_DROPPED:
-        return None
-    return {'kind': call.callee.removeprefix(PROGRESS_PREFIX), 'text': call.arguments.get('text')}
+    kind = progress_kind(call)
+    return None if kind is None else {'kind': kind, 'text': call.arguments.get('text')}
 
 
 def run_entry(db: RunStore, run: RunRow, short: dict[str, str], usage: dict[str, dict[str, Any]]) -> dict[str, Any]:
