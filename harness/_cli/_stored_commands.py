@@ -157,12 +157,12 @@ def show(
 
 
 def show_plan(run: RunRow, *, lines: int | None = None) -> None:
-    """The plan a run was held for (`Harness(review=...)`), when it has one: what a person approves."""
-    from .._catalog._rules import Access
-    from .._check._plan import plan_text
-
-    stored = Access.from_json(run.access).plan
+    """The plan a run was held for (`Harness(review=...)`), when it has one: what a person approves. The plan's
+    text is imported only for a run that has one (it prices with pydantic-ai, which reading a run never loads)."""
+    stored = (run.access or {}).get('plan')
     if stored is not None:
+        from .._check._plan import plan_text
+
         console.print(f'[magenta]plan of run {run.run_id}[/magenta] (what its approval allows):')
         console.print(escape(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
 
