@@ -57,6 +57,9 @@ class CallRecord:
     source: CallSource = 'live'
     side_effect: bool = False
     """The callee was registered `side_effect=True`: an unknown outcome is never re-run silently."""
+    cost_usd: float | None = None
+    """What the call cost in USD as a dollar budget settled it (`_dispatch._cost`); None: no dollar budget, or not
+    settled (a crash left it running)."""
 
 
 class PendingCall(TypedDict):
@@ -160,6 +163,13 @@ class WorkflowResult:
     note: str | None = None
     waiting: list[Pending] = field(default_factory=list)
     """With `status == 'waiting'`: the calls that wait for approval (the run holds no worker meanwhile)."""
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What this run's calls cost in USD as its dollar budgets settled them (`max_cost`, `daily_cost`); None
+        when no call was settled (no dollar budget)."""
+        costs = [c.cost_usd for c in self.calls if c.cost_usd is not None]
+        return sum(costs) if costs else None
 
     @property
     def progress(self) -> list[dict[str, Any]]:

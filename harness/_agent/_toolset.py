@@ -11,8 +11,8 @@ every script of one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field, TypeAdapter
@@ -123,6 +123,8 @@ class WorkflowToolset(AbstractToolset[Any]):
     access: Access = field(default_factory=Access)
     """Which callees this agent's scripts may call."""
     scope: RunScope | None = None
+    budget_key: str | Callable[[Any], str | None] | None = None
+    """Whose `daily_cost` each orchestrator run spends: a key, or a function of the run's deps that says (a tenant)."""
 
     @property
     def id(self) -> str | None:
@@ -141,7 +143,9 @@ class WorkflowToolset(AbstractToolset[Any]):
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
         prompt = ctx.prompt.strip() if isinstance(ctx.prompt, str) else ''
+        key = self.budget_key(ctx.deps) if callable(self.budget_key) else self.budget_key
         scope = self.harness.new_scope(
+            budget_key=key,
             deps=ctx.deps,
             usage=ctx.usage,
             model=ctx.model,
@@ -151,7 +155,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             prompt=prompt.splitlines()[0][:200] if prompt else None,
             access=self.access,
         )
-        return WorkflowToolset(self.harness, on_event=self.on_event, access=self.access, scope=scope)
+        return replace(self, scope=scope)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if _in_workflow.get():

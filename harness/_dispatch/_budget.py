@@ -75,10 +75,14 @@ class Budget:
         else:
             self.tool_calls -= 1
 
-    def _refuse(self, budget: str, limit: str) -> None:
+    def note(self, budget: str) -> None:
+        """A call was refused by `budget` (this one, or a dollar budget: `_cost`)."""
         self.refused += 1
         if budget not in self.spent:
             self.spent.append(budget)
+
+    def _refuse(self, budget: str, limit: str) -> None:
+        self.note(budget)
         message = (
             f'{budget[0].upper()}{budget[1:]}: {limit}; no more calls of this kind will run. '
             'Finish with the results you have.'

@@ -28,6 +28,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.exceptions import UsageLimitExceeded
 
+from .._agent._usage import collecting_call
 from .._catalog._callees import Callee, WrongReturn
 from .._catalog._rules import SUPPLIED, Ledger, Policy, refusal
 from .._errors import BudgetExceeded, ReplayDivergence
@@ -59,6 +60,7 @@ from .._tracing._names import (
 from .._tracing._setup import TRACER, record_exception
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
+from ._cost import CostSpent, call_cost
 from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
@@ -207,6 +209,7 @@ class Dispatcher:
             return future, None
         self.add_record(record)
         if answer is not None:
+            self.scope.cost.answered(self.run_id, record, self.history)
             self.answered.append(record)
             self.finish_answered(record)
             future.set_result(answer)
@@ -220,9 +223,14 @@ class Dispatcher:
 
     def charge(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Whether the call may go on: reused or already counted (`preload`), or within the budget."""
-        return record.source == 'reused' or record.seq in self.charged or self.reserve(record, callee, future)
+        counted = record.seq in self.charged  # (a call in flight at a crash still reserves its re-run's cost)
+        if record.source == 'reused' or (counted and not self.scope.cost.lost(self.run_id, record.seq)):
+            return True
+        return self.reserve(record, callee, future, counted=counted)
 
-    def reserve(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
+    def reserve(
+        self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome], counted: bool = False
+    ) -> bool:
         """Count the call against the budget; or answer `future` with the budget's refusal and return False.
 
         Refusals made before the sandbox is next handed results (`burst`) are one fan-out past the budget: they
@@ -231,8 +239,10 @@ class Dispatcher:
         replay or a resume ends the same way. While calls admitted earlier are `live`, the refusal is withheld
         until they have finished, so the budget's worth of calls runs to its end first."""
         try:
-            self.budget.reserve(callee.name, callee.kind)
-        except BudgetSpent as exc:
+            if not counted:
+                self.budget.reserve(callee.name, callee.kind)
+            self.scope.cost.admit(self.run_id, record, callee, self.history, self.budget)  # its dollar ceiling
+        except (BudgetSpent, CostSpent) as exc:
             self.show_refusal(record, exc)
             self.burst += 1
             if self.burst == 1:
@@ -285,6 +295,7 @@ class Dispatcher:
             callee = self.callees.get(record.callee)
             if callee is not None and charged(record):
                 self.budget.count(callee.name, callee.kind)
+                self.scope.cost.count(record, callee, self.run_id)
                 self.charged.add(record.seq)
             if callee is not None:
                 self.counters.restore(record)
@@ -299,6 +310,7 @@ class Dispatcher:
             callee = self.callees.get(record.callee)
             if callee is not None and charged(record):
                 self.budget.count(callee.name, callee.kind)
+                self.scope.cost.count(record, callee)
 
     def finish_answered(self, record: CallRecord) -> None:
         """A call answered without running (from the journal, reused, or refused): span and events
@@ -311,7 +323,7 @@ class Dispatcher:
         self.emit('started', record)
         self.emit('finished' if record.status == 'ok' else 'failed', record)
 
-    def show_refusal(self, record: CallRecord, exc: BudgetSpent) -> None:
+    def show_refusal(self, record: CallRecord, exc: BudgetSpent | CostSpent) -> None:
         """A call a budget refused: it gets no journal position and spent nothing, so it is not a call of
         the run; only the live view hears of it (a `refused` event whose record has seq 0)."""
         record.seq, record.status, record.error, record.duration = 0, 'refused', str(exc), 0.0
@@ -458,6 +470,7 @@ class Dispatcher:
         if staged is not None:  # never started: gives its budget back
             self.staged.remove(staged)
             self.budget.release(staged.callee.name, staged.callee.kind)
+            self.scope.cost.release(self.run_id, seq)
         else:
             record.duration = time.perf_counter() - self.t0 - record.started
             running = self.running.pop(seq, None)
@@ -473,6 +486,7 @@ class Dispatcher:
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
         self.budget.release(callee.name, callee.kind)
+        self.scope.cost.release(self.run_id, record.seq)
         self.emit('skipped', record)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
@@ -487,7 +501,7 @@ class Dispatcher:
             run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt, deps=self.scope.deps
         )
         started = time.perf_counter()
-        with self.call_span(record):
+        with self.call_span(record), collecting_call() as used:
             try:
                 value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
                 plain = to_plain(value, callee.returns.dump)
@@ -509,6 +523,8 @@ class Dispatcher:
             except Exception as exc:
                 record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)
                 return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
+            finally:  # what the call cost settles its dollar reservation, before its result is journaled
+                self.scope.cost.ended(self.run_id, record, call_cost(callee, used))
             record.result = plain
             self.finished[record.seq] = len(self.finished)
             if record.status == 'running':  # a blocking tool a join dropped keeps that status, and its result
