@@ -75,7 +75,9 @@ async def test_an_uncaught_cost_refusal_is_budget_exceeded(make_harness: Callabl
         """Send a message."""
         return to
 
-    with pytest.raises(BudgetExceeded, match=r'the cost budget \(max_cost=\$0.5000\)'):
+    with pytest.raises(
+        BudgetExceeded, match=r'\$0.4000 spent of max_cost=\$0.5000; the cost budget \(max_cost=\$0.5000\)'
+    ):
         await h.run('for i in range(5):\n    await send(to=str(i))\n')
     r = await h.run("n = 0\nfor i in range(5):\n    try:\n        await send(to=str(i))\n        n += 1\n"
                     "    except PermissionError:\n        pass\nn")  # fmt: skip
@@ -152,7 +154,10 @@ def test_an_orchestrator_spends_the_daily_budget_its_runs_deps_name(tmp_path: Pa
         '    except PermissionError as e:\n        print(e)\nsent'
     )
 
-    def respond(messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+    described: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        described.extend(t.description or '' for t in info.function_tools)
         last = messages[-1]
         if len(messages) == 1:
             return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': script})])
@@ -173,6 +178,7 @@ def test_an_orchestrator_spends_the_daily_budget_its_runs_deps_name(tmp_path: Pa
         assert "The daily cost budget of 'tenant-a' (daily_cost['tenant-a']=$0.5000) has $0.1000 left" in second.output
         assert h.store.spend_of('tenant-a', today()) == pytest.approx((0.4, 0.0))
         assert h.store.spend_of('tenant-b', today()) == (0.0, 0.0)
+        assert '- Dollars (a daily budget): before a call runs, the most it can cost is reserved' in described[0]
         with pytest.raises(UserError, match=r"budget_key='tenant-c' has no daily_cost"):
             h.run_sync('1', budget_key='tenant-c')
     finally:

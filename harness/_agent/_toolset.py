@@ -73,6 +73,12 @@ def printed_section(printed: str) -> str:
     return f'\n\nPrinted before the failure:\n{text}'
 
 
+def dollars(max_cost: float | None, daily: bool) -> str | None:
+    """The dollar budgets a conversation's scripts spend, as the tool description names them."""
+    named = [*([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []), *(['a daily budget'] * daily)]
+    return ' and '.join(named) or None
+
+
 class WorkflowHost(Protocol):
     """What the tool needs of a `Harness`: its catalog, its budgets, and a way to run a script."""
 
@@ -84,6 +90,9 @@ class WorkflowHost(Protocol):
 
     @property
     def max_retries(self) -> int: ...
+
+    @property
+    def max_cost(self) -> float | None: ...
 
     @property
     def max_repeats(self) -> int | None: ...
@@ -139,6 +148,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             max_tool_calls=h.max_tool_calls,
             max_repeats=h.max_repeats,
             access=self.access,
+            dollars=dollars(h.max_cost, self.budget_key is not None),
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:

@@ -51,6 +51,9 @@ class RunScope:
     """Side effects that succeeded in the scope's scripts (and, read from the store at each script's start, in the
     conversation's): a later script repeating one is answered, not run again (`_effects`)."""
 
+    def __post_init__(self) -> None:
+        self.budget.dollars = self.cost.summary  # the call budget's summary says what the dollars did too
+
 
 @dataclass(frozen=True)
 class CallContext:

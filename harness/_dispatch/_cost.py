@@ -154,11 +154,11 @@ class CostBudget:
             raise
 
     def answered(self, run_id: str, record: CallRecord, history: History | None) -> None:
-        """A reserved call answered without running: from the journal, at what it cost then (unknown: its
-        ceiling); from anything else (a person's answer), nothing."""
+        """A reserved call answered without running: from the journal, at what it cost then (not journaled: its
+        ceiling); answered otherwise (a person's answer), nothing."""
         row = history.calls.get(record.seq) if history is not None else None
-        known = row is not None and row.callee == record.callee and row.status == 'ok'
-        self.ended(run_id, record, (row.cost_usd if row is not None else None) if known else 0.0)
+        journaled = row is not None and row.callee == record.callee  # (a cost it does not know: its ceiling)
+        self.ended(run_id, record, row.cost_usd if row is not None and journaled else 0.0)
 
     def ended(self, run_id: str, record: CallRecord, cost: float | None) -> None:
         """A reserved call ended: settled to `cost` (None: its ceiling), journaled with its result."""
@@ -185,10 +185,18 @@ class CostBudget:
         return f'the cost budget (max_cost={usd(self.max_cost or 0.0)})'
 
     def summary(self) -> str:
+        """'$0.0123 spent, $0.0030 reserved of max_cost=$0.50' ('' with no dollar budget)."""
+        if not self.active:
+            return ''
         held = sum(usd for usd, _ in self.reserved.values())
-        text = f'{usd(self.spent)} spent'
-        text += f', {usd(held)} reserved' if held else ''
-        return text + (f' of max_cost={usd(self.max_cost)}' if self.max_cost is not None else '')
+        text = f'{usd(self.spent)} spent' + (f', {usd(held)} reserved' if held else '')
+        text += f' of max_cost={usd(self.max_cost)}' if self.max_cost is not None else ' in this run'
+        if self.daily is not None:  # the day's totals, of every process sharing the store
+            spent, reserved = self.daily.store.spend_of(self.daily.key, today())
+            text += (
+                f'; {self.daily.key!r} today: {usd(spent)} spent, {usd(reserved)} reserved of {usd(self.daily.limit)}'
+            )
+        return text
 
 
 def dollar_budgets(
