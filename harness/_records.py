@@ -87,11 +87,11 @@ Outcome = Returned | Raised
 
 
 EventKind = Literal['started', 'finished', 'failed', 'refused', 'skipped', 'progress']
-"""`refused`: a rule or a budget did not let the call run (it never started). A call a budget refused gets no
-journal position and is not a call of the run: its event's record has seq 0. `skipped`: the script ended before
-the call started (it may have had a `started` event, if it was waiting for a concurrency slot). `progress`: the
-script called `log(text)` or `phase(name)`: the record's callee is `progress:log` or `progress:phase`, its
-`arguments['text']` the text (no call of the catalog; see `_sandbox._progress`)."""
+"""`refused`: a rule or a budget did not let the call run (it never started). A call a call budget refused gets no
+journal position and is not a call of the run: its event's record has seq 0 (a dollar budget's refusal is journaled).
+`skipped`: the script ended before the call started (it may have had a `started` event, if it was waiting for a
+concurrency slot). `progress`: the script called `log(text)` or `phase(name)`: the record's callee is `progress:log`
+or `progress:phase`, its `arguments['text']` the text (no call of the catalog; see `_sandbox._progress`)."""
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,7 @@ class WorkflowResult:
     def cost_usd(self) -> float | None:
         """What this run's calls cost in USD as its dollar budgets settled them (`max_cost`, `daily_cost`); None
         when no call was settled (no dollar budget)."""
-        costs = [c.cost_usd for c in self.calls if c.cost_usd is not None]
-        return sum(costs) if costs else None
+        return cost_of(self.calls)
 
     @property
     def progress(self) -> list[dict[str, Any]]:
@@ -187,6 +186,12 @@ class WorkflowResult:
 PROGRESS_PREFIX = 'progress:'
 """The journal rows of `log`/`phase` (`progress:log`, `progress:phase`) and of the count past the cap."""
 PROGRESS_DROPPED = 'progress:dropped'
+
+
+def cost_of(calls: Iterable[CallRecord]) -> float | None:
+    """What calls cost as the dollar budgets settled them (`CallRecord.cost_usd`); None: none was settled."""
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    return sum(costs) if costs else None
 
 
 def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:

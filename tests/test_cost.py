@@ -64,7 +64,8 @@ async def test_a_200_way_gather_under_max_cost_runs_exactly_the_calls_that_fit(t
     assert settled == pytest.approx([priced(i) for i in range(20)])
     assert r.cost_usd == pytest.approx(sum(priced(i) for i in range(20)))
     assert r.cost_usd <= 0.03
-    assert len(r.calls) == 20  # a refused call is no call of the run: it cost nothing
+    refused = [c for c in r.calls if c.status == 'refused']  # journaled, as a rule's refusal; it cost nothing
+    assert len(refused) == 180 and all(c.cost_usd is None for c in refused)
 
 
 async def test_an_uncaught_cost_refusal_is_budget_exceeded(make_harness: Callable[..., Harness]) -> None:
@@ -92,7 +93,7 @@ async def test_a_call_with_no_known_ceiling_is_refused_under_max_cost(make_harne
         "try:\n    await helper(task='x')\n    out = 'ran'\nexcept PermissionError as e:\n    out = str(e)\nout"
     )
     assert 'cannot reserve a call of helper' in r.value and 'give it cost=' in r.value
-    assert r.calls == []
+    assert [c.status for c in r.calls] == ['refused']
 
 
 def test_three_processes_gathering_against_one_daily_budget_never_spend_past_it(
@@ -183,3 +184,25 @@ def test_an_orchestrator_spends_the_daily_budget_its_runs_deps_name(tmp_path: Pa
             h.run_sync('1', budget_key='tenant-c')
     finally:
         h.close()
+
+
+async def test_a_replay_spends_nothing_and_harness_show_says_what_each_call_cost(tmp_path: Path, cli: Any) -> None:
+    """The settled costs are journaled (`harness show --json`: per call and the run's); a replay answers from the
+    journal, refuses what the recorded run's budget refused, and writes nothing to the daily budget."""
+    store = str(tmp_path / 'runs.db')
+    h = build(store, max_cost=0.006, daily_cost={'tenant-a': 1.0})
+    try:
+        r = await h.run(SCRIPT, inputs={'n': 8}, budget_key='tenant-a')
+        day = h.store.spend_of('tenant-a', today()) if h.store is not None else None
+        again = await h.replay(r.run_id)
+        assert h.store is not None and h.store.spend_of('tenant-a', today()) == day
+    finally:
+        h.close()
+    assert ran(r) == [0, 1, 2, 3] and again.value == r.value
+    assert day == pytest.approx((sum(priced(t) for t in range(4)), 0.0))
+    shown = cli(['show', r.run_id, '--json'], cwd=tmp_path, env={'HARNESS_STORE': store})
+    assert shown.exit_code == 0, shown.describe()
+    as_json = json.loads(shown.stdout)
+    costs = [c['cost_usd'] for c in as_json['calls']]
+    assert costs[:4] == pytest.approx([priced(t) for t in range(4)]) and costs[4:] == [None] * 4  # 4 refused
+    assert as_json['cost_usd'] == pytest.approx(r.cost_usd)

@@ -6,7 +6,9 @@ the call ends its reservation is settled to what it cost: a sub-agent's usage as
 (`RunUsage.cost`), a host tool's `cost=`; a call whose usage could not be priced, or that failed or was cancelled
 without a usage, settles at its ceiling (never below what it may have cost). A call that never started gives its
 reservation back. A call whose ceiling is not known (unpriced and no `cost=`, or no usage limit) cannot be reserved,
-so under a dollar budget it is refused with the fix (give it `cost=`, or usage limits).
+so under a dollar budget it is refused with the fix (give it `cost=`, or usage limits). A refusal (`CostSpent`, a
+`PermissionError` in the script) is journaled `refused` by the dispatcher, so a resume or a replay answers it as it
+was: what was left depends on when earlier calls settled, which only the journal knows.
 
 The daily budget is kept in the store (`_store._spend`): each reservation and each settlement is one `BEGIN IMMEDIATE`
 transaction, so processes sharing the store share the budget exactly. A process that dies with calls reserved leaves
@@ -90,9 +92,8 @@ class CostBudget:
         assert self.price is not None
         return self.price(callee).usd
 
-    def reserve(self, key: tuple[str, int], callee: Callee, *, daily: bool = True) -> None:
-        """Reserve the ceiling of one call of `callee`, or raise `CostSpent` and reserve nothing. `daily`: False
-        in a replay, which spends nothing and writes nothing."""
+    def reserve(self, key: tuple[str, int], callee: Callee) -> None:
+        """Reserve the ceiling of one call of `callee`, or raise `CostSpent` and reserve nothing."""
         if not self.active:
             return
         assert self.price is not None
@@ -109,11 +110,11 @@ class CostBudget:
             if found.usd > left + EPSILON:
                 raise CostSpent(refusal(self.name, callee.name, found.usd, max(left, 0.0)), self.name)
         day = today()
-        if daily and self.daily is not None:
+        if self.daily is not None:
             left = self.daily.store.reserve_spend(self.daily.key, day, found.usd, self.daily.limit)
             if left is not None:
                 raise CostSpent(refusal(self.daily.name, callee.name, found.usd, left), self.daily.name)
-        self.reserved[key] = (found.usd, day if daily else '')
+        self.reserved[key] = (found.usd, day)
 
     def settle(self, key: tuple[str, int], cost: float | None) -> float | None:
         """The call ended: its reservation becomes what it cost (`cost`; None: unknown, its ceiling). Returns the
@@ -147,11 +148,23 @@ class CostBudget:
         if lost and (run_id, record.seq) not in self.rerun:  # (not counted already, before its snapshot)
             self.count(row, callee, run_id)
         try:
-            self.reserve((run_id, record.seq), callee, daily=history is None or history.mode != 'replay')
+            if history is not None and history.mode == 'replay':
+                self.follow(run_id, record, callee, history)
+            else:
+                self.reserve((run_id, record.seq), callee)
         except CostSpent as exc:
             calls.release(callee.name, callee.kind)
             calls.note(exc.budget)
             raise
+
+    def follow(self, run_id: str, record: CallRecord, callee: Callee, history: History) -> None:
+        """A replay spends nothing and follows the recorded run, whose dollar refusals are journaled (answered from
+        there): a call it ran is held at what it settled to, unchecked (when the recorded run settled it is not
+        known); one the journal does not have is left to diverge."""
+        row = history.calls.get(record.seq)
+        if row is not None and row.callee == record.callee and row.arguments == record.arguments:
+            held = row.cost_usd if row.cost_usd is not None else self.ceiling(callee) or 0.0
+            self.reserved[(run_id, record.seq)] = (held, '')
 
     def answered(self, run_id: str, record: CallRecord, history: History | None) -> None:
         """A reserved call answered without running: from the journal, at what it cost then (not journaled: its

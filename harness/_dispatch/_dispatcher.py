@@ -9,7 +9,7 @@ them to the sandbox. Deciding how a call is answered without running is the sour
 journaling and running it is this module's; where a journaled call runs (a task here, or a Temporal
 activity) is the `Starter` handed in (`_starters`).
 
-A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
+A call budget's refusal is withheld while calls admitted before it may still finish here (`live`): the
 sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
 its end, in call order, before the script sees the refusal (other answers decided without running
 are delivered at once; see `ScriptLoop.deliver`).
@@ -190,23 +190,19 @@ class Dispatcher:
         if why is not None:
             self.refusals.append(why)
             self.counters.refusal(why, record.seq)
-            answer = answered(record, 'live', error=why, refused=True)
-            self.add_record(record)
-            self.answered.append(record)
-            self.finish_answered(record)
-            future.set_result(answer)
+            self.refuse(record, why, future)
             return future, record.seq
         # A replay charges the budget before it asks the journal: a call the budget refused has no record
         # there, and would be taken for the journal's next call. (It charges what the recorded run did.)
         replaying = self.history is not None and self.history.mode == 'replay'
         if replaying and self.history.spent(record) and not self.charge(record, callee, future):
-            return future, None
+            return future, record.seq or None
         answer = ask(self.sources, callee, record)
         if isinstance(answer, Hold):
             self.hold(record, future)
             return future, record.seq
         if not replaying and not self.charge(record, callee, future):
-            return future, None
+            return future, record.seq or None  # a dollar budget's refusal is journaled; a call budget's is not
         self.add_record(record)
         if answer is not None:
             self.scope.cost.answered(self.run_id, record, self.history)
@@ -226,11 +222,9 @@ class Dispatcher:
         counted = record.seq in self.charged  # (a call in flight at a crash still reserves its re-run's cost)
         if record.source == 'reused' or (counted and not self.scope.cost.lost(self.run_id, record.seq)):
             return True
-        return self.reserve(record, callee, future, counted=counted)
+        return self.reserve(record, callee, future)
 
-    def reserve(
-        self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome], counted: bool = False
-    ) -> bool:
+    def reserve(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Count the call against the budget; or answer `future` with the budget's refusal and return False.
 
         Refusals made before the sandbox is next handed results (`burst`) are one fan-out past the budget: they
@@ -239,11 +233,12 @@ class Dispatcher:
         replay or a resume ends the same way. While calls admitted earlier are `live`, the refusal is withheld
         until they have finished, so the budget's worth of calls runs to its end first."""
         try:
-            if not counted:
+            if record.seq not in self.charged:  # (else a re-run of a call in flight at a crash: only its dollars)
                 self.budget.reserve(callee.name, callee.kind)
             self.scope.cost.admit(self.run_id, record, callee, self.history, self.budget)  # its dollar ceiling
         except (BudgetSpent, CostSpent) as exc:
-            self.show_refusal(record, exc)
+            # A dollar budget's refusal is journaled, as a rule's is: what was left then could not be replayed.
+            self.show_refusal(record, exc) if isinstance(exc, BudgetSpent) else self.refuse(record, str(exc), future)
             self.burst += 1
             if self.burst == 1:
                 self.counters.refusal(exc.budget)
@@ -253,6 +248,8 @@ class Dispatcher:
                     f'({self.budget.summary()}). The calls within the budget ran; answer with the completed '
                     'results, and do not fan out past the budget.'
                 ) from None
+            if isinstance(exc, CostSpent):
+                return False
             if self.live():
                 self.withheld[future] = {'exception': exc}
             else:
@@ -323,7 +320,14 @@ class Dispatcher:
         self.emit('started', record)
         self.emit('finished' if record.status == 'ok' else 'failed', record)
 
-    def show_refusal(self, record: CallRecord, exc: BudgetSpent | CostSpent) -> None:
+    def refuse(self, record: CallRecord, why: str, future: asyncio.Future[Outcome]) -> None:
+        """A call refused before it ran (a rule, a dollar budget): journaled `refused`, a `PermissionError`."""
+        future.set_result(answered(record, 'live', error=why, refused=True))
+        self.add_record(record)
+        self.answered.append(record)
+        self.finish_answered(record)
+
+    def show_refusal(self, record: CallRecord, exc: BudgetSpent) -> None:
         """A call a budget refused: it gets no journal position and spent nothing, so it is not a call of
         the run; only the live view hears of it (a `refused` event whose record has seq 0)."""
         record.seq, record.status, record.error, record.duration = 0, 'refused', str(exc), 0.0
