@@ -11,9 +11,16 @@ so under a dollar budget it is refused with the fix (give it `cost=`, or usage l
 was: what was left depends on when earlier calls settled, which only the journal knows.
 
 The daily budget is kept in the store (`_store._spend`): each reservation and each settlement is one `BEGIN IMMEDIATE`
-transaction, so processes sharing the store share the budget exactly. A process that dies with calls reserved leaves
-them reserved for that day (a budget is never given back on a guess). pydantic-ai checks token limits after each
-response, so a call's last response can take its real cost past its ceiling by that response's tokens.
+transaction, so processes sharing the store share the budget exactly. The reservation is a synchronous write on the
+event loop, in call order (an `await` there would let a later call reserve first); it waits while another process
+holds the store's lock, as every write does. A process that dies with calls reserved leaves them reserved for that
+day (a budget is never given back on a guess).
+
+A restored run (resume) counts what its journaled calls settled to (`CallRecord.cost_usd`), and a call the journal
+has `running` (in flight when its process died, so it may have spent its ceiling) at its ceiling; run again, that
+call reserves anew under the check (`lost`), so a crash and a resume never spend past `max_cost`. pydantic-ai checks
+token limits after each response, so a call's last response can take its real cost past its ceiling by that
+response's tokens.
 """
 
 from __future__ import annotations
