@@ -271,6 +271,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             conversation_id=scope.conversation_id,
             access=access.to_json(),
             catalog=self.manifest(),
+            budget_key=scope.cost.daily.key if scope.cost.daily is not None else None,
         )
         if self.store is not None and (scope.orchestrator_run_id or scope.conversation_id):  # the journal knows best
             scope.effects = stored_effects(self.store, scope.orchestrator_run_id, scope.conversation_id, scope.seen)
@@ -346,11 +347,11 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         stubs = self.stubs() + render_inputs(plan.run.inputs or {})
         admission = await self._admit(plan, stubs, recheck=recheck, accept_changes=accept_changes)
         owner = owner or this_process()
+        scope = self.new_scope(budget_key=plan.run.budget_key)  # (before the run is taken: its key may be refused)
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
-        scope = self.new_scope()
         scope.effects = resumed_effects(self.store, plan.run) if plan.mode == 'resume' and self.store else []
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)

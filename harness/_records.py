@@ -337,6 +337,8 @@ class RunRow:
     """`{'allow': [...] | None, 'deny': [...]}` when the run was restricted."""
     catalog: dict[str, Any] | None = None
     """The catalog manifest the run ran against (`_manifest.manifest`)."""
+    budget_key: str | None = None
+    """Whose `daily_cost` the run spends (`run(budget_key=...)`); a resume or a fork of it spends the same."""
     calls_count: int = 0
     """Maintained by the store: the number of journaled calls."""
 

@@ -206,3 +206,43 @@ async def test_a_replay_spends_nothing_and_harness_show_says_what_each_call_cost
     costs = [c['cost_usd'] for c in as_json['calls']]
     assert costs[:4] == pytest.approx([priced(t) for t in range(4)]) and costs[4:] == [None] * 4  # 4 refused
     assert as_json['cost_usd'] == pytest.approx(r.cost_usd)
+
+
+async def test_a_resumed_run_spends_the_daily_budget_of_the_key_it_was_started_with(tmp_path: Path) -> None:
+    """The run keeps its `budget_key`: resumed after an approval (here by another Harness on the same store), its
+    calls still reserve against that key's day."""
+    script = (
+        "await publish(text='plan')\nsent = 0\nfor i in range(3):\n    try:\n        await send(to=str(i))\n"
+        '        sent += 1\n    except PermissionError:\n        pass\nsent'
+    )
+
+    def make() -> Harness:
+        h = Harness(store=str(tmp_path / 'runs.db'), daily_cost={'tenant-a': 0.5}, tracing=False)
+
+        @h.tool(cost=0.2)
+        def send(*, to: str) -> str:
+            """Send a message."""
+            return to
+
+        @h.tool(approval=True, side_effect=True)
+        def publish(*, text: str) -> str:
+            """Publish the plan."""
+            return text
+
+        return h
+
+    first = make()
+    try:
+        waiting = await first.run(script, budget_key='tenant-a')
+    finally:
+        first.close()
+    assert waiting.status == 'waiting'
+    second = make()
+    try:
+        second.approve(waiting.run_id)
+        done = await second.resume(waiting.run_id)
+        assert second.store is not None
+        assert second.store.spend_of('tenant-a', today()) == pytest.approx((0.4, 0.0))
+    finally:
+        second.close()
+    assert done.value == 2 and done.cost_usd == pytest.approx(0.4)

@@ -148,7 +148,7 @@ class CostBudget:
         """Reserve a call's ceiling as it is admitted, after its call budget (`calls`), which a refusal gives back
         and names. On a resume, a call the journal has `running` was in flight when its process died: that attempt
         may have spent its ceiling, counted before this one is reserved."""
-        if not self.active:
+        if not self.active or record.status == 'refused':  # answered refused (the journal, a person): runs nothing
             return
         row = history.calls.get(record.seq) if history is not None and history.mode == 'resume' else None
         lost = row is not None and row.status == 'running' and row.cost_usd is None and row.callee == callee.name

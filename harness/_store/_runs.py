@@ -39,7 +39,7 @@ LEASE_SECONDS = 30.0
 _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
     'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, '
-    'conversation_id'
+    'conversation_id, budget_key'
 )
 _RUN_READ = f'{_RUN_COLUMNS}, owner, lease_until'
 """A run as read: its columns and its lease, from which `shown_status` tells a run nobody runs any more."""
@@ -79,7 +79,7 @@ class Runs(Snapshots):
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, encode(run.inputs, 'run inputs'), 0,
-            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'), run.conversation_id,
+            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'), run.conversation_id, run.budget_key,
         )  # fmt: skip
 
         def write(conn: sqlite3.Connection) -> None:
@@ -539,8 +539,8 @@ def _prefix_params(prefix: str) -> tuple[Any, ...]:
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
     (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
-     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, conversation_id, owner,
-     lease_until) = row  # fmt: skip
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, conversation_id,
+     budget_key, owner, lease_until) = row  # fmt: skip
     status = shown_status(status, owner, lease_until, time.time())
     return RunRow(
         run_id=run_id, script=script, status=status, created=created,
@@ -548,6 +548,7 @@ def _run_from_db(row: tuple[Any, ...]) -> RunRow:
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=decode(inputs_json), calls_count=calls_count,
         access=decode(access_json), catalog=decode(catalog_json), conversation_id=conversation_id,
+        budget_key=budget_key,
     )  # fmt: skip
 
 
