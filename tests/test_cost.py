@@ -80,6 +80,8 @@ async def test_an_uncaught_cost_refusal_is_budget_exceeded(make_harness: Callabl
         BudgetExceeded, match=r'\$0.4000 spent of max_cost=\$0.5000; the cost budget \(max_cost=\$0.5000\)'
     ):
         await h.run('for i in range(5):\n    await send(to=str(i))\n')
+    with pytest.raises(BudgetExceeded):  # the replay answers the refusal from the journal and ends as the run did
+        await h.replay(h.runs(1)[0].run_id)
     r = await h.run("n = 0\nfor i in range(5):\n    try:\n        await send(to=str(i))\n        n += 1\n"
                     "    except PermissionError:\n        pass\nn")  # fmt: skip
     assert r.value == 2 and r.cost_usd == pytest.approx(0.4)  # a host tool settles at its cost=

@@ -173,9 +173,14 @@ class CostBudget:
             held = row.cost_usd if row.cost_usd is not None else self.ceiling(callee) or 0.0
             self.reserved[(run_id, record.seq)] = (held, '')
 
-    def answered(self, run_id: str, record: CallRecord, history: History | None) -> None:
+    def answered(self, run_id: str, record: CallRecord, history: History | None, calls: Budget) -> None:
         """A reserved call answered without running: from the journal, at what it cost then (not journaled: its
-        ceiling); answered otherwise (a person's answer), nothing."""
+        ceiling); answered otherwise (a person's answer), nothing. Answered with this budget's journaled refusal
+        (a resume, a replay), the refusal is noted as it was (`calls.note`): uncaught, it is `BudgetExceeded` again."""
+        names = [*([self.name] if self.max_cost is not None else []), *([self.daily.name] if self.daily else [])]
+        spent = next((n for n in names if record.status == 'refused' and (record.error or '').startswith(cap(n))), None)
+        if spent is not None:
+            calls.note(spent)
         row = history.calls.get(record.seq) if history is not None else None
         journaled = row is not None and row.callee == record.callee  # (a cost it does not know: its ceiling)
         self.ended(run_id, record, row.cost_usd if row is not None and journaled else 0.0)

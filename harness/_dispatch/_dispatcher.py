@@ -205,7 +205,7 @@ class Dispatcher:
             return future, record.seq or None  # a dollar budget's refusal is journaled; a call budget's is not
         self.add_record(record)
         if answer is not None:
-            self.scope.cost.answered(self.run_id, record, self.history)
+            self.scope.cost.answered(self.run_id, record, self.history, self.budget)
             self.answered.append(record)
             self.finish_answered(record)
             future.set_result(answer)
