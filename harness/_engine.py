@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from operator import attrgetter
@@ -21,8 +22,9 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
 from ._agent._orchestrator import Orchestration
-from ._catalog._callees import WrongReturn
+from ._catalog._callees import WrongReturn, validate_arguments
 from ._catalog._manifest import Admission, admit, changes
+from ._catalog._prices import call_ceiling
 from ._catalog._rules import Access, Policy
 from ._catalog._stubs import render_inputs
 from ._check._checker import MAX_CHECKERS, Checker
@@ -30,7 +32,8 @@ from ._check._plan import ReviewPolicy
 from ._check._review import Review, script_text
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
-from ._dispatch._dispatcher import Dispatcher, validate_arguments
+from ._dispatch._cost import dollar_budgets
+from ._dispatch._dispatcher import Dispatcher
 from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
 from ._dispatch._sources import Grant
@@ -118,6 +121,10 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         review: which scripts wait for a person's approval of their plan before their first call: 'side_effects'
             (any reachable side-effecting or approval callee), 'always', or a callable(plan) -> bool; then
             `approve(run_id)` and `resume(run_id)`, and the approved plan's bounds are enforced.
+        max_cost: USD per orchestrator run (or `run`): each call's ceiling is reserved before it runs and settled to
+            what it cost after; a call that does not fit, or whose ceiling is not known, is refused (`_cost`).
+        daily_cost: `{budget key: USD}` per UTC day, kept in the store and shared by every process using it; a run
+            spends a key's with `run(budget_key=...)` (`orchestrator(budget_key=...)`).
     """
 
     def __init__(
@@ -148,6 +155,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         task_queue: str = 'harness',
         task_queues: Mapping[str, str] | None = None,
         review: ReviewPolicy | None = None,
+        max_cost: float | None = None,
+        daily_cost: Mapping[str, float] | None = None,
     ) -> None:
         self._settings = Settings(
             store_path=store,
@@ -175,6 +184,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             task_queue=task_queue,
             task_queues=frozen(task_queues),
             review=review,
+            max_cost=max_cost,
+            daily_cost=frozen(daily_cost),
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -207,10 +218,12 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """How the current catalog differs from the one the stored run ran against."""
         return changes(require_run(require_store(self.store), run_id).catalog, self.manifest())
 
-    def new_scope(self, **kwargs: Any) -> RunScope:
-        """The state one orchestrator run shares across its scripts: one budget, deps, usage."""
+    def new_scope(self, *, budget_key: str | None = None, **kwargs: Any) -> RunScope:
+        """The state one orchestrator run shares across its scripts: one budget, its dollar budgets, deps, usage."""
         budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
-        return RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, budget=budget, **kwargs)
+        price = functools.partial(call_ceiling, limits=self.sub_agent_usage_limits)
+        cost = dollar_budgets(self.settings, self.store, budget_key, price)
+        return RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, budget=budget, cost=cost, **kwargs)
 
     async def run(
         self,
@@ -221,8 +234,11 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         scope: RunScope | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
+        budget_key: str | None = None,
     ) -> WorkflowResult:
         """Check and run a script; return its final value, calls and output.
+
+        `budget_key`: whose `daily_cost` the run spends (a tenant, a user); with a `scope`, the scope's.
 
         `allow` / `deny` restrict which callees this run may call (on top of the scope's): a call
         outside them is refused, never run. Raises a `WorkflowError` subclass on failure, carrying
@@ -232,7 +248,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """
         script_text(code)
         inputs = plain_inputs(inputs)
-        scope = scope or self.new_scope()
+        scope = scope or self.new_scope(budget_key=budget_key)
         access = scope.access.merged(Access.of(allow, deny))
         if self.temporal:
             from ._temporal._host import run_on_temporal
@@ -265,6 +281,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             conversation_id=scope.conversation_id,
             access=access.to_json(),
             catalog=self.manifest(),
+            budget_key=scope.cost.daily.key if scope.cost.daily is not None else None,
         )
         if (plan := await self.plan_for_review(code, inputs, access)) is not None:  # a person approves it first
             return await self.hold_plan(row, plan, access)
@@ -344,11 +361,11 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         owner = owner or this_process()
         if plan.mode == 'resume' and (held := self.plan_held(plan)) is not None:  # its plan is not approved yet
             return held
+        scope = self.new_scope(budget_key=plan.run.budget_key)  # (before the run is taken: its key may be refused)
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:
             plan.begin.catalog = self.manifest()
-        scope = self.new_scope()
         scope.effects = resumed_effects(self.store, plan.run) if plan.mode == 'resume' and self.store else []
         journal = Journal(self.store if plan.journaled else None, plan.run_id, owner)
         access = Access.from_json(plan.run.access)

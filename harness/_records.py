@@ -63,6 +63,9 @@ class CallRecord:
     source: CallSource = 'live'
     side_effect: bool = False
     """The callee was registered `side_effect=True`: an unknown outcome is never re-run silently."""
+    cost_usd: float | None = None
+    """What the call cost in USD as a dollar budget settled it (`_dispatch._cost`); None: no dollar budget, or not
+    settled (a crash left it running)."""
 
 
 class PendingCall(TypedDict):
@@ -90,11 +93,11 @@ Outcome = Returned | Raised
 
 
 EventKind = Literal['started', 'finished', 'failed', 'refused', 'skipped', 'progress']
-"""`refused`: a rule or a budget did not let the call run (it never started). A call a budget refused gets no
-journal position and is not a call of the run: its event's record has seq 0. `skipped`: the script ended before
-the call started (it may have had a `started` event, if it was waiting for a concurrency slot). `progress`: the
-script called `log(text)` or `phase(name)`: the record's callee is `progress:log` or `progress:phase`, its
-`arguments['text']` the text (no call of the catalog; see `_sandbox._progress`)."""
+"""`refused`: a rule or a budget did not let the call run (it never started). A call a call budget refused gets no
+journal position and is not a call of the run: its event's record has seq 0 (a dollar budget's refusal is journaled).
+`skipped`: the script ended before the call started (it may have had a `started` event, if it was waiting for a
+concurrency slot). `progress`: the script called `log(text)` or `phase(name)`: the record's callee is `progress:log`
+or `progress:phase`, its `arguments['text']` the text (no call of the catalog; see `_sandbox._progress`)."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,12 @@ class WorkflowResult:
     (`.code`, `.analysis`, `.estimate`), then `approve(run_id)` and `resume(run_id)`."""
 
     @property
+    def cost_usd(self) -> float | None:
+        """What this run's calls cost in USD as its dollar budgets settled them (`max_cost`, `daily_cost`); None
+        when no call was settled (no dollar budget)."""
+        return cost_of(self.calls)
+
+    @property
     def progress(self) -> list[dict[str, Any]]:
         """The script's `log(text)`/`phase(name)` entries, in order: `{'kind': 'log' | 'phase', 'text', 'seq'}`
         (`seq`: its place in the journal; the same on replay). Entries past the cap are counted in
@@ -200,6 +209,12 @@ def progress_kind(record: CallRecord) -> str | None:
     if not is_progress(record) or record.callee == PROGRESS_DROPPED:
         return None
     return record.callee.removeprefix(PROGRESS_PREFIX)
+
+
+def cost_of(calls: Iterable[CallRecord]) -> float | None:
+    """What calls cost as the dollar budgets settled them (`CallRecord.cost_usd`); None: none was settled."""
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
+    return sum(costs) if costs else None
 
 
 def progress_entries(calls: Iterable[CallRecord]) -> list[dict[str, Any]]:
@@ -345,6 +360,8 @@ class RunRow:
     """`{'allow': [...] | None, 'deny': [...]}` when the run was restricted."""
     catalog: dict[str, Any] | None = None
     """The catalog manifest the run ran against (`_manifest.manifest`)."""
+    budget_key: str | None = None
+    """Whose `daily_cost` the run spends (`run(budget_key=...)`); a resume or a fork of it spends the same."""
     calls_count: int = 0
     """Maintained by the store: the number of journaled calls."""
 

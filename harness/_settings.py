@@ -89,6 +89,8 @@ class Settings:
     task_queue: str
     task_queues: Mapping[str, str]
     review: ReviewPolicy | None = None
+    max_cost: float | None = None
+    daily_cost: Mapping[str, float] = dataclasses.field(default_factory=lambda: frozen(None))
 
     def __post_init__(self) -> None:
         """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""
@@ -105,6 +107,7 @@ class Settings:
             raise UserError('review= keeps a script waiting for a person in the run store: give a store (not None).')
         if self.review is not None and self.temporal:
             raise UserError('review= is for the embedded engine so far: make the Harness with temporal=None.')
+        _check_costs(self.max_cost, self.daily_cost, self.store_path)
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
 
@@ -139,3 +142,13 @@ def _check_budgets(
             raise UserError(f'call_concurrency[{name!r}] must be at least 1.')
     if max_repeats is not None and max_repeats < 1:
         raise UserError('max_repeats must be at least 1 (None: no limit).')
+
+
+def _check_costs(max_cost: float | None, daily_cost: Mapping[str, float], store_path: str | None) -> None:
+    if max_cost is not None and not max_cost >= 0:
+        raise UserError('max_cost must be 0 or more USD (None: no limit).')
+    for key, usd in daily_cost.items():
+        if not usd >= 0:
+            raise UserError(f'daily_cost[{key!r}] must be 0 or more USD.')
+    if daily_cost and store_path is None:
+        raise UserError('daily_cost is kept in the run store: give the Harness a store (store=None keeps nothing).')

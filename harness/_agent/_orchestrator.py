@@ -5,7 +5,7 @@ conversation left (`_dispatch._effects`). The `Harness` facade is an `Orchestrat
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from pydantic_ai import Agent, DeferredToolRequests, RunContext
@@ -59,10 +59,13 @@ class Orchestration:
         on_event: EventHandler | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
+        budget_key: str | Callable[[Any], str | None] | None = None,
     ) -> Toolset[Any]:
         """The `run_workflow` tool as a pydantic-ai capability, to add to your own agent.
 
-        `allow` / `deny`: the callees this agent's scripts may call (least privilege).
+        `allow` / `deny`: the callees this agent's scripts may call (least privilege). `budget_key`: whose
+        `Harness(daily_cost=...)` each agent run spends, a key or a function of the run's deps (`lambda deps:
+        deps.tenant`); `max_cost` holds per agent run whatever it says.
         """
         if self.tracing:  # now, not at the first script: the agent's own first run is traced from its root
             configure_tracing()
@@ -70,7 +73,7 @@ class Orchestration:
         # On Temporal the agent runs in workflow code, which reads no store; and a Temporal conversation's turn is
         # never lost with a process (its history is the workflow's), so there is no interrupted turn to tell of.
         return WorkflowCapability(
-            toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny)),
+            toolset=WorkflowToolset(host, on_event=on_event, access=Access.of(allow, deny), budget_key=budget_key),
             host=None if self.temporal else host,
         )
 
@@ -82,16 +85,17 @@ class Orchestration:
         on_event: EventHandler | None = None,
         allow: Iterable[str] | None = None,
         deny: Iterable[str] | None = None,
+        budget_key: str | Callable[[Any], str | None] | None = None,
         **agent_kwargs: Any,
     ) -> Agent[Any, str]:
-        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` as for `capability`.
+        """A pydantic-ai Agent whose only tool is `run_workflow`; `allow` / `deny` / `budget_key` as for `capability`.
 
         With a callee that needs approval, or `review=`, its output may also be pydantic-ai's `DeferredToolRequests`
         (a run waiting for a person); continue with `deferred_tool_results=DeferredToolResults(...)`.
         """
         if self.settings.review is not None or any(c.approval for c in self._callees.values()):
             agent_kwargs.setdefault('output_type', [str, DeferredToolRequests])
-        capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny)]
+        capabilities: list[Any] = [self.capability(on_event=on_event, allow=allow, deny=deny, budget_key=budget_key)]
         if self.temporal:  # durable in a `conversation` workflow: model requests become activities
             from pydantic_ai.durable_exec.temporal import TemporalDurability
 

@@ -59,10 +59,18 @@ def tool_description(
     max_tool_calls: int | None,
     max_repeats: int | None,
     access: Access,
+    dollars: str | None = None,
 ) -> str:
-    """The `run_workflow` description: how scripts work, the budgets, and the stubs."""
+    """The `run_workflow` description: how scripts work, the budgets (`dollars`: the dollar budgets, described),
+    and the stubs."""
     rules = RULES.format(example=examples(callees), importable=IMPORTABLE)
-    sections = [rules, budgets(callees, max_agent_calls, max_tool_calls, max_repeats, access), approvals(callees)]
+    limits = budgets(callees, max_agent_calls, max_tool_calls, max_repeats, access)
+    if dollars:  # the call budgets raise RuntimeError; a dollar budget's refusal is a PermissionError
+        limits += (
+            f'\n- Dollars ({dollars}): before a call runs, the most it can cost is reserved; a call that does not '
+            'fit raises PermissionError saying what is left.'
+        )
+    sections = [rules, limits, approvals(callees)]
     return '\n\n'.join(s for s in sections if s) + f'\n\nThe functions (stubs):\n\n```python\n{stubs}```'
 
 

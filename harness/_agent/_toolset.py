@@ -11,8 +11,8 @@ every script of one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Protocol, cast
 
 from pydantic import Field, TypeAdapter
@@ -73,6 +73,12 @@ def printed_section(printed: str) -> str:
     return f'\n\nPrinted before the failure:\n{text}'
 
 
+def dollars(max_cost: float | None, daily: bool) -> str | None:
+    """The dollar budgets a conversation's scripts spend, as the tool description names them."""
+    named = [*([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []), *(['a daily budget'] * daily)]
+    return ' and '.join(named) or None
+
+
 class WorkflowHost(Protocol):
     """What the tool needs of a `Harness`: its catalog, its budgets, and a way to run a script."""
 
@@ -84,6 +90,9 @@ class WorkflowHost(Protocol):
 
     @property
     def max_retries(self) -> int: ...
+
+    @property
+    def max_cost(self) -> float | None: ...
 
     @property
     def max_repeats(self) -> int | None: ...
@@ -123,6 +132,8 @@ class WorkflowToolset(AbstractToolset[Any]):
     access: Access = field(default_factory=Access)
     """Which callees this agent's scripts may call."""
     scope: RunScope | None = None
+    budget_key: str | Callable[[Any], str | None] | None = None
+    """Whose `daily_cost` each orchestrator run spends: a key, or a function of the run's deps that says (a tenant)."""
 
     @property
     def id(self) -> str | None:
@@ -137,11 +148,14 @@ class WorkflowToolset(AbstractToolset[Any]):
             max_tool_calls=h.max_tool_calls,
             max_repeats=h.max_repeats,
             access=self.access,
+            dollars=dollars(h.max_cost, self.budget_key is not None),
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
         prompt = ctx.prompt.strip() if isinstance(ctx.prompt, str) else ''
+        key = self.budget_key(ctx.deps) if callable(self.budget_key) else self.budget_key
         scope = self.harness.new_scope(
+            budget_key=key,
             deps=ctx.deps,
             usage=ctx.usage,
             model=ctx.model,
@@ -151,7 +165,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             prompt=prompt.splitlines()[0][:200] if prompt else None,
             access=self.access,
         )
-        return WorkflowToolset(self.harness, on_event=self.on_event, access=self.access, scope=scope)
+        return replace(self, scope=scope)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if _in_workflow.get():

@@ -136,8 +136,23 @@ def collecting() -> Generator[Totals]:
         _current.reset(token)
 
 
+_call: contextvars.ContextVar[Totals | None] = contextvars.ContextVar('harness_call_usage', default=None)
+
+
+@contextmanager
+def collecting_call() -> Generator[Totals]:
+    """Count the sub-agent runs inside the block (one call of a script) into the yielded totals as well: what the
+    call cost, which settles its reservation of a dollar budget (`_dispatch._cost`)."""
+    totals = Totals()
+    token = _call.set(totals)
+    try:
+        yield totals
+    finally:
+        _call.reset(token)
+
+
 def record(usage: Any) -> None:
-    """A sub-agent run finished with `usage` (a `RunUsage`): add it to the run that made the call."""
-    totals = _current.get()
-    if totals is not None:
-        totals.add_usage(usage)
+    """A sub-agent run finished with `usage` (a `RunUsage`): add it to the run that made the call, and the call."""
+    for totals in (_current.get(), _call.get()):
+        if totals is not None:
+            totals.add_usage(usage)

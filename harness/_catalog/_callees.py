@@ -408,3 +408,20 @@ def check_rules(callees: Mapping[str, Callee]) -> None:
                             f'{callee.name}: After({rule.callee!r}, same=...) names {field_name!r}, which is not a '
                             f'parameter of {who.name}: name a parameter both take.'
                         )
+
+
+def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:
+    """Validate keyword arguments against the callee's declared types, as a `TypeError` the script can read."""
+    try:
+        return callee.params.model_validate(kwargs)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False, include_input=False)[:5]:
+            where = '.'.join(str(part) for part in err['loc']) or 'arguments'
+            if err['type'] == 'extra_forbidden':
+                problems.append(f'unexpected keyword argument {where!r}')
+            elif err['type'] == 'missing':
+                problems.append(f'missing keyword argument {where!r}')
+            else:
+                problems.append(f'argument {where!r}: {err["msg"]}')
+        raise TypeError(f'{callee.name}(): ' + '; '.join(problems)) from None

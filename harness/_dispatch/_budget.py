@@ -8,7 +8,7 @@ exactly 5 calls, whichever order they finish in.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .._records import CallKind
@@ -39,6 +39,8 @@ class Budget:
     """How many calls were refused; non-zero means the result must say the budget ran out."""
     spent: list[str] = field(default_factory=list)
     """The budgets that refused a call, each once, as `BudgetSpent.budget` names them (for `summary`)."""
+    dollars: Callable[[], str] | None = None
+    """What the run's dollar budgets spent and reserved (`_cost.CostBudget.summary`; '' when none), for `summary`."""
 
     def reserve(self, name: str, kind: CallKind) -> None:
         """Count one call to `name`, or raise `BudgetSpent` and count nothing."""
@@ -75,10 +77,14 @@ class Budget:
         else:
             self.tool_calls -= 1
 
-    def _refuse(self, budget: str, limit: str) -> None:
+    def note(self, budget: str) -> None:
+        """A call was refused by `budget` (this one, or a dollar budget: `_cost`)."""
         self.refused += 1
         if budget not in self.spent:
             self.spent.append(budget)
+
+    def _refuse(self, budget: str, limit: str) -> None:
+        self.note(budget)
         message = (
             f'{budget[0].upper()}{budget[1:]}: {limit}; no more calls of this kind will run. '
             'Finish with the results you have.'
@@ -90,10 +96,11 @@ class Budget:
         return self.refused > 0
 
     def summary(self) -> str:
-        """The calls counted against the limits, then each budget that refused a call, by its setting:
-        '50/50 sub-agent calls, 3/1000 tool calls; the sub-agent call budget (max_agent_calls=50) is spent'."""
+        """The calls counted against the limits, the dollars spent, then each budget that refused a call, by its
+        setting: '50/50 sub-agent calls, 3/1000 tool calls; the sub-agent call budget (max_agent_calls=50) is spent'."""
         used = f'{self.agent_calls}/{self.max_agent_calls} sub-agent calls'
         if self.tool_calls or self.max_tool_calls is not None:
             used += f', {self.tool_calls}' + (f'/{self.max_tool_calls}' if self.max_tool_calls is not None else '')
             used += ' tool calls'
-        return '; '.join([used, *self.spent])
+        dollars = self.dollars() if self.dollars is not None else ''
+        return '; '.join([used, *([dollars] if dollars else []), *self.spent])

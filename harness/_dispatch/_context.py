@@ -10,6 +10,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from .._catalog._rules import Access
 from ._budget import Budget
+from ._cost import CostBudget
 from ._effects import Effect
 
 
@@ -29,6 +30,8 @@ class RunScope:
     sub_agent_usage_limits: UsageLimits | None = None
     budget: Budget = field(default_factory=Budget)
     """One ceiling for every script of the orchestrator run."""
+    cost: CostBudget = field(default_factory=CostBudget)
+    """Its dollar budgets (`max_cost`, a `budget_key`'s `daily_cost`), reserved beside `budget` (`_cost`)."""
     prompt: str | None = None
     """First line of the user's prompt, stored with each script's run."""
     orchestrator_run_id: str | None = None
@@ -47,6 +50,9 @@ class RunScope:
     effects: list[Effect] = field(default_factory=list)
     """Side effects that succeeded in the scope's scripts (and, read from the store at each script's start, in the
     conversation's): a later script repeating one is answered, not run again (`_effects`)."""
+
+    def __post_init__(self) -> None:
+        self.budget.dollars = self.cost.summary  # the call budget's summary says what the dollars did too
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,18 @@
 """Dispatch: turns one call a script made into one run of a callee, under the run's policies.
 
-`start` is synchronous: lookup, argument validation, the counters that stop a stuck script (`_counters`),
-the rules, the answer sources (`_sources`: the journal, a side effect an earlier script made, an earlier
-identical result, an eval's baseline, a person's decision) and the budget reservation all happen in call
-order with no `await` in between. That makes budgets exact and
-sequence numbers deterministic, which the journal and replay rely on. Live calls are staged, then
-`launch` journals them (write-ahead) and starts them; `settle` journals results before the loop hands
-them to the sandbox. Deciding how a call is answered without running is the sources' job; charging,
-journaling and running it is this module's; where a journaled call runs (a task here, or a Temporal
-activity) is the `Starter` handed in (`_starters`).
+`start` is synchronous: lookup, argument validation, the counters that stop a stuck script (`_counters`), the
+rules, the answer sources (`_sources`: the journal, a side effect an earlier script made, an earlier identical
+result, an eval's baseline, a person's decision) and the reservations of the call and dollar budgets (`_cost`)
+all happen in call order with no `await` in between. That makes budgets exact and sequence numbers
+deterministic, which the journal and replay rely on. Live calls are staged, then `launch` journals them
+(write-ahead) and starts them; `settle` journals results before the loop hands them to the sandbox. Deciding
+how a call is answered without running is the sources' job; charging, journaling and running it is this
+module's; where a journaled call runs (a task here, or a Temporal activity) is the `Starter` handed in.
 
-A budget refusal is withheld while calls admitted before it may still finish here (`live`): the
-sandbox gets it once they have, so under any fan-out exactly the budget's worth of calls runs to
-its end, in call order, before the script sees the refusal (other answers decided without running
-are delivered at once; see `ScriptLoop.deliver`).
+A call budget's refusal is withheld while calls admitted before it may still finish here (`live`): the sandbox
+gets it once they have, so under any fan-out exactly the budget's worth of calls runs to its end, in call
+order, before the script sees the refusal (other answers decided without running are delivered at once; see
+`ScriptLoop.deliver`).
 """
 
 from __future__ import annotations
@@ -26,10 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from pydantic_ai.exceptions import UsageLimitExceeded
 
-from .._catalog._callees import Callee, WrongReturn
+from .._agent._usage import collecting_call
+from .._catalog._callees import Callee, WrongReturn, validate_arguments
 from .._catalog._rules import SUPPLIED, Ledger, Policy, refusal
 from .._errors import BudgetExceeded, ReplayDivergence
 from .._records import (
@@ -60,6 +60,7 @@ from .._tracing._names import (
 from .._tracing._setup import TRACER, record_exception
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
+from ._cost import CostSpent, call_cost
 from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
@@ -191,25 +192,22 @@ class Dispatcher:
         if why is not None:
             self.refusals.append(why)
             self.counters.refusal(why, record.seq)
-            answer = answered(record, 'live', error=why, refused=True)
-            self.add_record(record)
-            self.answered.append(record)
-            self.finish_answered(record)
-            future.set_result(answer)
+            self.refuse(record, why, future)
             return future, record.seq
         # A replay charges the budget before it asks the journal: a call the budget refused has no record
         # there, and would be taken for the journal's next call. (It charges what the recorded run did.)
         replaying = self.history is not None and self.history.mode == 'replay'
         if replaying and self.history.spent(record) and not self.charge(record, callee, future):
-            return future, None
+            return future, record.seq or None
         answer = ask(self.sources, callee, record)
         if isinstance(answer, Hold):
             self.hold(record, future)
             return future, record.seq
         if not replaying and not self.charge(record, callee, future):
-            return future, None
+            return future, record.seq or None  # a dollar budget's refusal is journaled; a call budget's is not
         self.add_record(record)
         if answer is not None:
+            self.scope.cost.answered(self.run_id, record, self.history, self.budget)
             self.answered.append(record)
             self.finish_answered(record)
             future.set_result(answer)
@@ -223,7 +221,10 @@ class Dispatcher:
 
     def charge(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Whether the call may go on: reused or already counted (`preload`), or within the budget."""
-        return record.source == 'reused' or record.seq in self.charged or self.reserve(record, callee, future)
+        counted = record.seq in self.charged  # (a call in flight at a crash still reserves its re-run's cost)
+        if record.source == 'reused' or (counted and not self.scope.cost.lost(self.run_id, record.seq)):
+            return True
+        return self.reserve(record, callee, future)
 
     def reserve(self, record: CallRecord, callee: Callee, future: asyncio.Future[Outcome]) -> bool:
         """Count the call against the budget; or answer `future` with the budget's refusal and return False.
@@ -234,9 +235,12 @@ class Dispatcher:
         replay or a resume ends the same way. While calls admitted earlier are `live`, the refusal is withheld
         until they have finished, so the budget's worth of calls runs to its end first."""
         try:
-            self.budget.reserve(callee.name, callee.kind)
-        except BudgetSpent as exc:
-            self.show_refusal(record, exc)
+            if record.seq not in self.charged:  # (else a re-run of a call in flight at a crash: only its dollars)
+                self.budget.reserve(callee.name, callee.kind)
+            self.scope.cost.admit(self.run_id, record, callee, self.history, self.budget)  # its dollar ceiling
+        except (BudgetSpent, CostSpent) as exc:
+            # A dollar budget's refusal is journaled, as a rule's is: what was left then could not be replayed.
+            self.show_refusal(record, exc) if isinstance(exc, BudgetSpent) else self.refuse(record, str(exc), future)
             self.burst += 1
             if self.burst == 1:
                 self.counters.refusal(exc.budget)
@@ -246,6 +250,8 @@ class Dispatcher:
                     f'({self.budget.summary()}). The calls within the budget ran; answer with the completed '
                     'results, and do not fan out past the budget.'
                 ) from None
+            if isinstance(exc, CostSpent):
+                return False
             if self.live():
                 self.withheld[future] = {'exception': exc}
             else:
@@ -286,8 +292,7 @@ class Dispatcher:
         restored interpreter re-admits it)."""
         for record in records:
             callee = self.callees.get(record.callee)
-            if callee is not None and charged(record):
-                self.budget.count(callee.name, callee.kind)
+            if self.count(record, callee, self.run_id):
                 self.charged.add(record.seq)
             if callee is not None:
                 self.counters.restore(record)
@@ -299,9 +304,15 @@ class Dispatcher:
     def spend(self, records: list[CallRecord]) -> None:
         """Count calls the orchestrator run's other scripts made against its (shared) budget."""
         for record in records:
-            callee = self.callees.get(record.callee)
-            if callee is not None and charged(record):
-                self.budget.count(callee.name, callee.kind)
+            self.count(record, self.callees.get(record.callee))
+
+    def count(self, record: CallRecord, callee: Callee | None, run_id: str | None = None) -> bool:
+        """Count an earlier call against the call and dollar budgets (`run_id`: this run's); False: it spent nothing."""
+        if callee is None or not charged(record):
+            return False
+        self.budget.count(callee.name, callee.kind)
+        self.scope.cost.count(record, callee, run_id)
+        return True
 
     def finish_answered(self, record: CallRecord) -> None:
         """A call answered without running (from the journal, reused, or refused): span and events
@@ -313,6 +324,13 @@ class Dispatcher:
             return
         self.emit('started', record)
         self.emit('finished' if record.status == 'ok' else 'failed', record)
+
+    def refuse(self, record: CallRecord, why: str, future: asyncio.Future[Outcome]) -> None:
+        """A call refused before it ran (a rule, a dollar budget): journaled `refused`, a `PermissionError`."""
+        future.set_result(answered(record, 'live', error=why, refused=True))
+        self.add_record(record)
+        self.answered.append(record)
+        self.finish_answered(record)
 
     def show_refusal(self, record: CallRecord, exc: BudgetSpent) -> None:
         """A call a budget refused: it gets no journal position and spent nothing, so it is not a call of
@@ -461,6 +479,7 @@ class Dispatcher:
         if staged is not None:  # never started: gives its budget back
             self.staged.remove(staged)
             self.budget.release(staged.callee.name, staged.callee.kind)
+            self.scope.cost.release(self.run_id, seq)
         else:
             record.duration = time.perf_counter() - self.t0 - record.started
             running = self.running.pop(seq, None)
@@ -476,6 +495,7 @@ class Dispatcher:
     def skip(self, record: CallRecord, callee: Callee) -> None:
         record.status, record.error = 'skipped', 'the script ended before this call started'
         self.budget.release(callee.name, callee.kind)
+        self.scope.cost.release(self.run_id, record.seq)
         self.emit('skipped', record)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
@@ -490,7 +510,7 @@ class Dispatcher:
             run_id=self.run_id, seq=record.seq, callee=callee.name, attempt=record.attempt, deps=self.scope.deps
         )
         started = time.perf_counter()
-        with self.call_span(record):
+        with self.call_span(record), collecting_call() as used:
             try:
                 value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
                 plain = to_plain(value, callee.returns.dump)
@@ -512,6 +532,8 @@ class Dispatcher:
             except Exception as exc:
                 record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)
                 return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
+            finally:  # what the call cost settles its dollar reservation, before its result is journaled
+                self.scope.cost.ended(self.run_id, record, call_cost(callee, used))
             record.result = plain
             self.finished[record.seq] = len(self.finished)
             if record.status == 'running':  # a blocking tool a join dropped keeps that status, and its result
@@ -555,23 +577,6 @@ class Dispatcher:
         if self.on_event is None:
             return
         self.on_event(CallEvent(kind, self.run_id, record))
-
-
-def validate_arguments(callee: Callee, kwargs: dict[str, Any]) -> BaseModel:
-    """Validate keyword arguments against the callee's declared types, as a `TypeError` the script can read."""
-    try:
-        return callee.params.model_validate(kwargs)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_url=False, include_input=False)[:5]:
-            where = '.'.join(str(part) for part in err['loc']) or 'arguments'
-            if err['type'] == 'extra_forbidden':
-                problems.append(f'unexpected keyword argument {where!r}')
-            elif err['type'] == 'missing':
-                problems.append(f'missing keyword argument {where!r}')
-            else:
-                problems.append(f'argument {where!r}: {err["msg"]}')
-        raise TypeError(f'{callee.name}(): ' + '; '.join(problems)) from None
 
 
 def callee_error_message(callee: Callee, exc: BaseException) -> str:

@@ -191,6 +191,20 @@ MIGRATIONS: list[tuple[str, ...]] = [
     # 10 -> 11: the conversation an orchestrator run's scripts belong to, so a later turn is answered from the side
     # effects an earlier one finished and is told what an interrupted one left unknown (`_dispatch._effects`).
     ('ALTER TABLE runs ADD COLUMN conversation_id TEXT', 'CREATE INDEX runs_conversation ON runs (conversation_id)'),
+    # 11 -> 12: dollar budgets (`_dispatch._cost`): what each call cost, journaled with its result (NULL: not
+    # settled, or written before), the budget key a run spends (so its resume does too), and the daily budgets' spent
+    # and reserved USD per budget key and UTC day (`_spend`).
+    (
+        'ALTER TABLE calls ADD COLUMN cost_usd REAL',
+        'ALTER TABLE runs ADD COLUMN budget_key TEXT',
+        """CREATE TABLE spend (
+            budget_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            spent REAL NOT NULL DEFAULT 0,
+            reserved REAL NOT NULL DEFAULT 0,
+            PRIMARY KEY (budget_key, day)
+        )""",
+    ),
 ]
 
 

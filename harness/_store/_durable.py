@@ -131,6 +131,7 @@ def plan_fork(store: RunStore, run_id: str, *, at: int, result: Any) -> Plan:
         parent_run_id=parent.run_id,
         fork_at=at,
         access=parent.access,
+        budget_key=parent.budget_key,
     )
     history = History(mode='fork', calls={c.seq: c for c in calls if c.seq < at}, answers={at: result}, fork_at=at)
     return Plan(mode='fork', run=parent, run_id=new_id, history=history, calls=calls, begin=begin)

@@ -7,9 +7,9 @@ Invariants:
   holding it (`expect_owner`). A run stored `running` that no live process holds (its holder was killed, or
   stopped renewing) is read as `interrupted` everywhere (`shown_status`): computed on read, never written, so
   no reader races the holder.
-- Sealed as written (`_seal`): every journal row over its run, its seq and all it says; every run over what it
-  ran, how it ended and its journal head, brought up to date in the same transaction; `verify` names the
-  first part that does not match.
+- Sealed as written (`_seal`): every journal row over its run, its seq and all it says (its cost once settled,
+  `sealed_call`); every run over what it ran, how it ended and its journal head, brought up to date in the same
+  transaction; `verify` names the first part that does not match.
 - `CallRecord` and its row convert in one pair of functions (`_call_to_db`, `_call_from_db`).
 """
 
@@ -39,13 +39,13 @@ LEASE_SECONDS = 30.0
 _RUN_COLUMNS = (
     'run_id, script, status, created, updated, prompt, value_json, error, duration, '
     'parent_run_id, fork_at, orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, '
-    'conversation_id'
+    'conversation_id, budget_key'
 )
 _RUN_READ = f'{_RUN_COLUMNS}, owner, lease_until'
 """A run as read: its columns and its lease, from which `shown_status` tells a run nobody runs any more."""
 _CALL_COLUMNS = (
     'run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, '
-    'attempt, source, side_effect'
+    'attempt, source, side_effect, cost_usd'
 )
 _SEALED_RUN = (
     'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
@@ -80,7 +80,7 @@ class Runs(Snapshots):
             run.run_id, run.script, run.status, run.created, run.updated, run.prompt,
             encode(run.value, 'run value'), run.error, run.duration, run.parent_run_id, run.fork_at,
             run.orchestrator_run_id, run.trace_context, encode(run.inputs, 'run inputs'), 0,
-            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'), run.conversation_id,
+            encode(run.access, 'run access'), encode(run.catalog, 'run catalog'), run.conversation_id, run.budget_key,
         )  # fmt: skip
 
         def write(conn: sqlite3.Connection) -> None:
@@ -273,7 +273,7 @@ class Runs(Snapshots):
         dropped it meanwhile) keeps what it says.
         """
         rows = [_call_to_db(run_id, call) for call in calls]
-        rows = [(*row, self._sealer.mac(*row)) for row in rows]
+        rows = [(*row, self._sealer.mac(*sealed_call(row))) for row in rows]
         snapshot_row = self._snapshot_row(run_id, snapshot) if snapshot is not None else None
         if not rows and snapshot_row is None:
             return None
@@ -304,7 +304,7 @@ class Runs(Snapshots):
             if rows:
                 replaced = self._seals_at(conn, run_id, rows)
                 conn.executemany(
-                    f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 14)})', rows
+                    f'INSERT OR REPLACE INTO calls ({_CALL_COLUMNS}, seal) VALUES ({", ".join("?" * 15)})', rows
                 )
                 count = max(sealed[-2], top)
                 journal_head = self._next_head(conn, run_id, sealed[-1] or '', replaced, rows)
@@ -452,7 +452,7 @@ class Runs(Snapshots):
             for expected, row in enumerate(rows, start=1):
                 if row[1] != expected:
                     return [f'call #{expected} of run {run_id} is missing from its journal']
-                if not self._sealer.check(row[-1], *row[:-1]):
+                if not self._sealer.check(row[-1], *sealed_call(row[:-1])):
                     return [
                         f'call #{expected} of run {run_id} was modified after it was written (or copied from '
                         'another run): it does not match its seal'
@@ -540,8 +540,8 @@ def _prefix_params(prefix: str) -> tuple[Any, ...]:
 
 def _run_from_db(row: tuple[Any, ...]) -> RunRow:
     (run_id, script, status, created, updated, prompt, value_json, error, duration, parent_run_id, fork_at,
-     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, conversation_id, owner,
-     lease_until) = row  # fmt: skip
+     orchestrator_run_id, trace_context, inputs_json, calls_count, access_json, catalog_json, conversation_id,
+     budget_key, owner, lease_until) = row  # fmt: skip
     status = shown_status(status, owner, lease_until, time.time())
     return RunRow(
         run_id=run_id, script=script, status=status, created=created,
@@ -549,6 +549,7 @@ def _run_from_db(row: tuple[Any, ...]) -> RunRow:
         parent_run_id=parent_run_id, fork_at=fork_at, orchestrator_run_id=orchestrator_run_id,
         trace_context=trace_context, inputs=decode(inputs_json), calls_count=calls_count,
         access=decode(access_json), catalog=decode(catalog_json), conversation_id=conversation_id,
+        budget_key=budget_key,
     )  # fmt: skip
 
 
@@ -560,16 +561,22 @@ def _call_to_db(run_id: str, call: CallRecord) -> tuple[Any, ...]:
     return (
         run_id, call.seq, call.callee, encode_required(call.arguments, f'arguments of call {call.seq}'), call.line,
         call.status, encode(call.result if call.status == 'ok' else None, f'result of call {call.seq}'), call.error,
-        call.started, call.duration, call.attempt, call.source, int(call.side_effect),
+        call.started, call.duration, call.attempt, call.source, int(call.side_effect), call.cost_usd,
     )  # fmt: skip
+
+
+def sealed_call(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a call row's seal covers: its columns, its cost only once settled, so rows written before costs were
+    journaled still verify."""
+    return row if row[-1] is not None else row[:-1]
 
 
 def _call_from_db(row: tuple[Any, ...]) -> CallRecord:
     """The one converter back: a journal row as the record the engine works with."""
     (_run_id, seq, callee, arguments_json, line, status, result_json, error, started, duration, attempt,
-     source, side_effect) = row  # fmt: skip
+     source, side_effect, cost_usd) = row  # fmt: skip
     return CallRecord(
         seq=seq, callee=callee, arguments=json.loads(arguments_json), line=line, status=status,
         result=decode(result_json), error=error, started=started, duration=duration, attempt=attempt,
-        source=source, side_effect=bool(side_effect),
+        source=source, side_effect=bool(side_effect), cost_usd=cost_usd,
     )  # fmt: skip

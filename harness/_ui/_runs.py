@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._records import CallRecord, RunRow, SpanDict, progress_dropped, progress_entries
+from .._records import CallRecord, RunRow, SpanDict, cost_of, progress_dropped, progress_entries
 from .._store import RunStore, Turn
 from .._tracing._names import ATTR_SEQ
 
@@ -46,6 +46,7 @@ def call_json(call: CallRecord, exceptions: list[dict[str, str]] | None = None) 
         'attempt': call.attempt,
         'source': call.source,
         'side_effect': call.side_effect,
+        'cost_usd': call.cost_usd,
         'exceptions': exceptions or [],
     }
 
@@ -68,6 +69,7 @@ def show_json(
         'fork_at': run.fork_at,
         'orchestrator_run_id': run.orchestrator_run_id,
         'usage': usage,
+        'cost_usd': cost_of(calls),
         'turn': None
         if turn is None
         else {
