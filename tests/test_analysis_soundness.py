@@ -231,6 +231,8 @@ def differential(h: Harness, strict: Harness | None, c: Case, inputs: list[dict[
         assert c.refused is None, f'a corpus script does not pass the check:\n{numbered(c.code)}\n{report.errors}'
         return
     a = h.analyze(c.code)
+    # The worst case before the run (#24) is the analysis' bounds: held below, so never below a run's calls.
+    assert h.estimate(c.code).calls == a.bounds and report.estimate is not None and report.estimate.calls == a.bounds
     missing = set(a.violations) - set(report.warnings)
     assert not missing, f'check does not report what the analysis found: {sorted(missing)}'
     if not a.complete:
