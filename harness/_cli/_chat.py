@@ -217,20 +217,28 @@ class Session:
                 self.console.print(
                     f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} {escape(text)}[/magenta]'
                 )
-                try:
-                    answer = self.console.input('approve? \\[y/N] ').strip().lower()
-                    reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
-                except EOFError:
-                    self.console.print(
-                        f'[dim]left waiting: harness approve {run_id} (or reject), then harness resume {run_id}[/dim]'
-                    )
+                asked = self.ask_approval(run_id, 'approve? ')
+                if asked is None:
                     return None
-                if answer in ('y', 'yes'):
+                approved, reason = asked
+                if approved:
                     self.harness.approve(run_id, waiting['seq'])
                 else:
-                    self.harness.reject(run_id, waiting['seq'], reason=reason or 'rejected in the chat')
+                    self.harness.reject(run_id, waiting['seq'], reason=reason)
             approvals[call.tool_call_id] = True  # the tool call goes on: the run resumes with the decisions
         return DeferredToolResults(approvals=approvals)
+
+    def ask_approval(self, run_id: str, question: str) -> tuple[bool, str] | None:
+        """The person's yes (True) or no with a reason; None when nobody can answer (no input: it stays waiting)."""
+        try:
+            answer = self.console.input(question + '\\[y/N] ').strip().lower()
+            reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
+        except EOFError:
+            self.console.print(
+                f'[dim]left waiting: harness approve {run_id} (or reject), then harness resume {run_id}[/dim]'
+            )
+            return None
+        return answer in ('y', 'yes'), reason or 'rejected in the chat'
 
     def decide_plan(self, run_id: str, plan: dict[str, Any]) -> Any:
         """Show a script's plan and ask the person to approve it: True (approved: the script runs), a `ToolDenied`
@@ -241,18 +249,13 @@ class Session:
 
         self.console.print(f'[magenta]run {run_id} waits for approval of its plan:[/magenta]')
         self.console.print(escape(plan_text(plan, plan.get('code') or '', lines=10)), soft_wrap=True)
-        try:
-            answer = self.console.input('approve the plan? \\[y/N] ').strip().lower()
-            reason = '' if answer in ('y', 'yes') else self.console.input('reason (optional): ').strip()
-        except EOFError:
-            self.console.print(
-                f'[dim]left waiting: harness approve {run_id} (or reject), then harness resume {run_id}[/dim]'
-            )
+        asked = self.ask_approval(run_id, 'approve the plan? ')
+        if asked is None:
             return None
-        if answer in ('y', 'yes'):
+        approved, reason = asked
+        if approved:
             self.harness.approve(run_id)
             return True
-        reason = reason or 'rejected in the chat'
         self.harness.reject(run_id, reason=reason)
         return ToolDenied(f'The person rejected the plan of this script: {reason}. Nothing of it ran.')
 
