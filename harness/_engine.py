@@ -463,20 +463,13 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             starter=starter,
         )
 
-    async def _execute(
-        self,
-        job: ScriptRun,
-        journal: Journal,
-        *,
-        mode: str,
-        begin: RunRow | None = None,
-        traceparent: str | None = None,
-    ) -> WorkflowResult:
+    async def _execute(self, job: ScriptRun, journal: Journal, **how: Any) -> WorkflowResult:
+        """`_run.execute` (`how`: its `mode`, `begin`, `traceparent`) with this Harness's tracing and OS grants."""
         if self.tracing:
             configure_tracing()
         if self.grant_clock or self.grant_randomness:
             job.os_handler = HostGrants(job.dispatcher, clock=self.grant_clock, randomness=self.grant_randomness)
-        return await execute(self._pool, self._checker, job, journal, mode=mode, begin=begin, traceparent=traceparent)
+        return await execute(self._pool, self._checker, job, journal, **how)
 
     # -- the orchestrator ------------------------------------------------------------------------
 
