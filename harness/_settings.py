@@ -128,20 +128,23 @@ def _check_budgets(
     call_concurrency: Mapping[str, int],
     max_repeats: int | None,
 ) -> None:
-    if max_agent_calls < 1:
-        raise UserError('max_agent_calls must be at least 1.')
-    if max_tool_calls is not None and max_tool_calls < 0:
-        raise UserError('max_tool_calls must be 0 or more (None: no limit).')
-    if max_concurrency is not None and max_concurrency < 1:
-        raise UserError('max_concurrency must be at least 1 (None: no limit).')
+    _count('max_agent_calls', max_agent_calls, least=1, unlimited=False)
+    _count('max_tool_calls', max_tool_calls, least=0)
+    _count('max_concurrency', max_concurrency, least=1)
     for name, cap in call_caps.items():
-        if cap < 0:
-            raise UserError(f'call_caps[{name!r}] must be 0 or more.')
+        _count(f'call_caps[{name!r}]', cap, least=0, unlimited=False)
     for name, n in call_concurrency.items():
-        if n < 1:
-            raise UserError(f'call_concurrency[{name!r}] must be at least 1.')
-    if max_repeats is not None and max_repeats < 1:
-        raise UserError('max_repeats must be at least 1 (None: no limit).')
+        _count(f'call_concurrency[{name!r}]', n, least=1, unlimited=False)
+    _count('max_repeats', max_repeats, least=1)
+
+
+def _count(name: str, value: object, *, least: int, unlimited: bool = True) -> None:
+    """A count setting must be a whole number of at least `least` (or None where that means no limit)."""
+    if value is None and unlimited:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        limit = ' (None: no limit)' if unlimited else ' (it has no "no limit": give a large number)'
+        raise UserError(f'{name} must be a whole number of at least {least}{limit}, not {value!r}.')
 
 
 def _check_costs(max_cost: float | None, daily_cost: Mapping[str, float], store_path: str | None) -> None:

@@ -115,8 +115,15 @@ def test_params_model_fields_become_keyword_parameters_and_docs():
 
 
 def test_invalid_settings_name_the_fix():
-    with pytest.raises(UserError, match='max_agent_calls must be at least 1'):
+    with pytest.raises(UserError, match='max_agent_calls must be a whole number of at least 1'):
         Harness(store=':memory:', max_agent_calls=0)
+    # Not a count at all: the same one line naming the fix, never a raw TypeError from a comparison.
+    with pytest.raises(UserError, match=r'max_agent_calls must be .* give a large number\), not None'):
+        Harness(store=':memory:', max_agent_calls=None)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"max_tool_calls must be .* \(None: no limit\), not '5'"):
+        Harness(store=':memory:', max_tool_calls='5')  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"call_caps\['x'\] must be a whole number of at least 0.*not 2.5"):
+        Harness(store=':memory:', call_caps={'x': 2.5})  # type: ignore[dict-item]
     with pytest.raises(UserError, match='unknown sandbox limit'):
         Harness(store=':memory:', limits={'max_durations_secs': 1})
 

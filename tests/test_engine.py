@@ -566,7 +566,7 @@ def test_a_harness_is_what_it_was_made_with(make_harness):
     with pytest.raises(TypeError):  # the mappings are read-only copies, not a way around the checks
         h.call_caps['fetch'] = -5  # type: ignore[index]
     assert h.sub_agent_usage_limits is not twin.sub_agent_usage_limits  # each Harness its own (UsageLimits is mutable)
-    with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be 0 or more"):
+    with pytest.raises(UserError, match=r"call_caps\['fetch'\] must be a whole number of at least 0"):
         make_harness(call_caps={'fetch': -1})
 
 
