@@ -18,12 +18,9 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import JsonValue
-
-if TYPE_CHECKING:  # the plan is the checker's; a result only carries it
-    from ._check._plan import ReviewPlan
 
 CallStatus = Literal[
     'running', 'ok', 'error', 'refused', 'cancelled', 'skipped', 'lost', 'timed_out', 'waiting', 'unknown'
@@ -171,9 +168,9 @@ class WorkflowResult:
     note: str | None = None
     waiting: list[Pending] = field(default_factory=list)
     """With `status == 'waiting'`: the calls that wait for approval (the run holds no worker meanwhile)."""
-    plan: ReviewPlan | None = None
+    plan: Any = None
     """With `status == 'waiting'` before the first call (`Harness(review=...)`): the plan a person approves
-    (`.code`, `.analysis`, `.estimate`), then `approve(run_id)` and `resume(run_id)`."""
+    (a `ReviewPlan`: `.code`, `.analysis`, `.estimate`), then `approve(run_id)` and `resume(run_id)`."""
 
     @property
     def cost_usd(self) -> float | None:

@@ -14,14 +14,13 @@ import dataclasses
 import enum
 import importlib.util
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.usage import UsageLimits
 
-from ._check._plan import ReviewPolicy, checked_policy
 from ._records import EventHandler
 from ._sandbox._pool import SandboxLimits
 
@@ -118,6 +117,20 @@ def temporal_address(temporal: str | Literal[_FromEnvironment.TOKEN] | None) -> 
     if temporal is FROM_ENVIRONMENT:
         temporal = os.environ.get('HARNESS_TEMPORAL')
     return temporal or None
+
+
+ReviewPolicy = Literal['side_effects', 'always'] | Callable[[Any], bool]
+"""`review=`: which scripts wait for a person's approval of their plan (`_check._plan.ReviewPlan`)."""
+
+
+def checked_policy(review: object) -> ReviewPolicy | None:
+    """`review=` as given, or a `UserError` naming what it takes."""
+    if review is None or review in ('side_effects', 'always') or callable(review):
+        return review  # ty: ignore[invalid-explicit-return]
+    raise UserError(
+        f"review= takes 'side_effects', 'always' or a callable(plan) -> bool, not {review!r}; "
+        'None (the default) reviews nothing.'
+    )
 
 
 def _check_budgets(

@@ -4,12 +4,11 @@ bounds, and what a crash would do (`harness audit`).
 It reads only the registered catalog and the Harness's settings: it answers for every script a
 model could write, not for one script (that is `Harness.analyze`). Nothing runs: a sub-agent's own
 pydantic-ai tools are read from its agent's toolsets, never called. What it names as unguarded
-(`Callee.unguarded`) is what `strict=True` refuses a script to reach (`unguarded_reach`).
+(`Callee.unguarded`) is what `strict=True` refuses a script to reach (`_review.unguarded_reach`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +16,7 @@ from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from .._catalog._callees import Callee
-from .._catalog._rules import MAX_REFUSALS, Access, After
-from ._analysis import Analysis
+from .._catalog._rules import MAX_REFUSALS, After
 
 if TYPE_CHECKING:  # the facade imports this module (strict mode's refusal), not the other way round
     from .._engine import Harness
@@ -224,23 +222,3 @@ def own_tools(agent: AbstractAgent[Any, Any]) -> tuple[str, ...]:
     for toolset in toolsets:
         toolset.apply(visit)
     return tuple(found)
-
-
-def unguarded_reach(
-    analysis: Analysis, callees: Mapping[str, Callee], allowed: frozenset[str], access: Access | None = None
-) -> list[str]:
-    """Strict mode's refusal: the unguarded irreversible callees (`Callee.unguarded`) the script can reach and
-    the run may call, unless `allowed` names them; one line each, at its first call site, naming the fix."""
-    found = []
-    for name in sorted(analysis.callees - allowed):
-        callee = callees.get(name)
-        if callee is None or not callee.unguarded or (access is not None and access.refusal(name) is not None):
-            continue
-        line = min(site.line for site in (*analysis.calls, *analysis.dynamic) if site.callee == name)
-        found.append(  # the script's fix first: a model reads this and cannot change the Harness
-            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so strict mode '
-            f'refuses every script that can reach it: leave {name} out of the script. (Its owner can give it '
-            f'requires= or approval=True where it is registered, or allow it by name: '
-            f'Harness(strict=True, allow_unguarded=[{name!r}]).)'
-        )
-    return found

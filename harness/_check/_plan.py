@@ -14,21 +14,19 @@ Nothing here runs a callee or writes the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic_ai.exceptions import UserError
+from typing import Any
 
 from .._catalog._callees import Callee
 from .._records import Decision
+from .._settings import ReviewPolicy
 from ._analysis import Analysis
 from ._estimate import Estimate, most
 
 PLAN_SEQ = 0
 """The seq of the decision on a run's plan: before the first call."""
 
-ReviewPolicy = Literal['side_effects', 'always'] | Callable[['ReviewPlan'], bool]
 """What `Harness(review=...)` takes."""
 
 
@@ -62,16 +60,6 @@ def plan_of(code: str, analysis: Analysis, estimate: Estimate, callees: Mapping[
     """The plan of a script already analysed and estimated, against the catalog `callees`."""
     risky = sorted(name for name in analysis.bounds if (c := callees.get(name)) and (c.side_effect or c.approval))
     return ReviewPlan(code, analysis, estimate, tuple(risky))
-
-
-def checked_policy(review: object) -> ReviewPolicy | None:
-    """`review=` as given, or a `UserError` naming what it takes."""
-    if review is None or review in ('side_effects', 'always') or callable(review):
-        return review  # ty: ignore[invalid-explicit-return]
-    raise UserError(
-        f"review= takes 'side_effects', 'always' or a callable(plan) -> bool, not {review!r}; "
-        'None (the default) reviews nothing.'
-    )
 
 
 def meets(review: ReviewPolicy, plan: ReviewPlan) -> bool:

@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 
 from pydantic_ai.usage import UsageLimits
 
+from .._catalog._callees import Callee
 from .._catalog._registry import Registry
 from .._catalog._rules import Access
 from .._catalog._stubs import render_inputs
 from .._errors import WorkflowTypeError
 from .._sandbox._values import NotPlainData, plain
 from ._analysis import Analysis, analyze
-from ._audit import unguarded_reach
 from ._checker import Checker, CheckReport
 from ._estimate import Estimate, estimate
 from ._plan import ReviewPlan, ReviewPolicy, meets, plan_of
@@ -123,3 +123,23 @@ class Review(Registry):
         except SyntaxError:
             return None  # the run reports it, with ty's message
         return plan if meets(self.review, plan) else None
+
+
+def unguarded_reach(
+    analysis: Analysis, callees: Mapping[str, Callee], allowed: frozenset[str], access: Access | None = None
+) -> list[str]:
+    """Strict mode's refusal: the unguarded irreversible callees (`Callee.unguarded`) the script can reach and
+    the run may call, unless `allowed` names them; one line each, at its first call site, naming the fix."""
+    found = []
+    for name in sorted(analysis.callees - allowed):
+        callee = callees.get(name)
+        if callee is None or not callee.unguarded or (access is not None and access.refusal(name) is not None):
+            continue
+        line = min(site.line for site in (*analysis.calls, *analysis.dynamic) if site.callee == name)
+        found.append(  # the script's fix first: a model reads this and cannot change the Harness
+            f'line {line}: {name} is irreversible (side_effect=True) and has no guard and no approval, so strict mode '
+            f'refuses every script that can reach it: leave {name} out of the script. (Its owner can give it '
+            f'requires= or approval=True where it is registered, or allow it by name: '
+            f'Harness(strict=True, allow_unguarded=[{name!r}]).)'
+        )
+    return found

@@ -28,19 +28,39 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai.exceptions import UserError
 
 if TYPE_CHECKING:
     from .._agent._usage import Totals
-    from .._catalog._callees import Callee
-    from .._catalog._prices import Ceiling
-    from .._records import CallRecord
+    from .._records import CallKind, CallRecord
     from .._settings import Settings
     from .._store import RunStore
     from ._budget import Budget
     from ._history import History
+
+
+class Callee(Protocol):
+    """What the dollar budgets read of a callee (a `_catalog._callees.Callee`; named here by its shape, so that the
+    catalog, whose callees run with a `RunScope` holding these budgets, is not imported back)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> CallKind: ...
+    @property
+    def cost(self) -> float | None: ...
+
+
+class Ceiling(Protocol):
+    """What the budgets read of a call's ceiling (a `_catalog._prices.Ceiling`)."""
+
+    @property
+    def usd(self) -> float | None: ...
+    @property
+    def reason(self) -> str | None: ...
+
 
 EPSILON = 1e-9
 """Float sums of prices: a reservation that fits to the ninth decimal fits."""
@@ -83,7 +103,7 @@ class CostBudget:
 
     max_cost: float | None = None
     daily: Daily | None = None
-    price: Callable[[Callee], Ceiling] | None = None
+    price: Callable[[Any], Ceiling] | None = None
     """A call's ceiling (`_catalog._prices.call_ceiling` under the run's usage limits), handed in by the engine."""
     spent: float = 0.0
     reserved: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)
@@ -225,7 +245,7 @@ class CostBudget:
 
 
 def dollar_budgets(
-    settings: Settings, store: RunStore | None, budget_key: str | None, price: Callable[[Callee], Ceiling]
+    settings: Settings, store: RunStore | None, budget_key: str | None, price: Callable[[Any], Ceiling]
 ) -> CostBudget:
     """The dollar budgets of a new orchestrator run: `max_cost`, and `budget_key`'s `daily_cost` (a key with none is
     refused: a misspelt tenant would otherwise spend without limit)."""

@@ -21,7 +21,6 @@ import asyncio
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -65,7 +64,7 @@ from ._counters import Counters
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
 from ._sources import Grant, Hold, answer_sources, ask, remember
-from ._starters import LocalTasks, Starter
+from ._starters import LocalTasks, Staged, Starter
 
 MAX_WITHHELD = 1_000
 """Budget refusals one fan-out may make; past that the script is stopped once the calls within the budget
@@ -74,14 +73,6 @@ otherwise spend half a minute being refused."""
 
 # Exceptions whose message is written for the caller and holds nothing of the host.
 SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
-
-
-@dataclass
-class Staged:
-    callee: Callee
-    arguments: BaseModel
-    record: CallRecord
-    future: asyncio.Future[Outcome]
 
 
 class Dispatcher:

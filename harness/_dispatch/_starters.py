@@ -10,23 +10,47 @@ finds its result in the journal. The dispatcher has no branch on which engine it
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
-from .._records import Outcome
+from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from ._dispatcher import Dispatcher, Staged
+from .._catalog._callees import Callee
+from .._records import CallRecord, Outcome
+
+
+@dataclass
+class Staged:
+    """A call admitted and journaled, for a starter to start: the sandbox's future of it is `future`."""
+
+    callee: Callee
+    arguments: BaseModel
+    record: CallRecord
+    future: asyncio.Future[Outcome]
+
+
+class DispatcherView(Protocol):
+    """What a starter uses of the dispatcher it starts calls for (`_dispatcher.Dispatcher`)."""
+
+    running: dict[int, tuple[asyncio.Task[Outcome], Callee]]
+    held: dict[int, asyncio.Future[Outcome]]
+    unfinished: int
+
+    async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome: ...
+    def ended(self, task: asyncio.Task[Outcome], /) -> None: ...
+    async def launch(self) -> int: ...
+    async def settle(self, seqs: list[int]) -> None: ...
 
 
 class Starter(Protocol):
     """Where the journaled calls of one dispatcher run."""
 
-    def start(self, dispatcher: Dispatcher, item: Staged) -> None:
+    def start(self, dispatcher: DispatcherView, item: Staged) -> None:
         """Start a call that was just journaled `running` (write-ahead): here (`dispatcher.running`), or held
         (`dispatcher.held`) for another worker to run."""
         ...
 
-    async def drain(self, dispatcher: Dispatcher) -> None:
+    async def drain(self, dispatcher: DispatcherView) -> None:
         """The script is stopped with calls admitted within the budget: let those this starter runs end and be
         journaled, as they would have had the script waited for them."""
         ...
@@ -36,14 +60,14 @@ class LocalTasks:
     """The embedded engine: every call runs here, as an asyncio task, until its result is journaled
     (`Dispatcher.settle`) or the script ends (`Dispatcher.wind_down` cancels it)."""
 
-    def start(self, dispatcher: Dispatcher, item: Staged) -> None:
+    def start(self, dispatcher: DispatcherView, item: Staged) -> None:
         task = asyncio.ensure_future(dispatcher.execute(item.callee, item.arguments, item.record))
         task.add_done_callback(lambda t, f=item.future: transfer(t, f))
         task.add_done_callback(dispatcher.ended)  # after `transfer`: a refusal never overtakes the result
         dispatcher.unfinished += 1
         dispatcher.running[item.record.seq] = (task, item.callee)
 
-    async def drain(self, dispatcher: Dispatcher) -> None:
+    async def drain(self, dispatcher: DispatcherView) -> None:
         """Start the staged calls too, and journal every call running here once it ends."""
         await dispatcher.launch()
         running = list(dispatcher.running)

@@ -33,8 +33,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._dispatch._context import RunScope
-from .._dispatch._dispatcher import Dispatcher, Staged
-from .._dispatch._starters import Starter
+from .._dispatch._starters import DispatcherView, Staged, Starter
 from .._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
 from .._records import CallRecord, WorkflowResult, new_run_id
 from .._store import RunStore, StoreError
@@ -86,10 +85,10 @@ class Activities:
     activity and held, so the run stops at this pause until a later advance finds its result in the journal;
     a stopped script's calls are not waited for (`Dispatcher.wind_down` cancels those still running)."""
 
-    def start(self, dispatcher: Dispatcher, item: Staged) -> None:
+    def start(self, dispatcher: DispatcherView, item: Staged) -> None:
         dispatcher.held[item.record.seq] = item.future
 
-    async def drain(self, dispatcher: Dispatcher) -> None:
+    async def drain(self, dispatcher: DispatcherView) -> None:
         return None
 
 
