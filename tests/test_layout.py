@@ -231,3 +231,26 @@ def test_architecture_names_every_module_and_no_other() -> None:
 TABLE_ROW = re.compile(r'^\| (?:`(?P<package>_\w+/)`|top of `harness/`) \|[^|\n]*\| (?P<modules>[^|\n]*) \|$', re.M)
 """A row of ARCHITECTURE.md's tables of packages: the package (the modules at the top of `harness/`: no group), the
 modules."""
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """Not even through a type-only or a lazy import: a reader of either module would go back and forth."""
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for name, path in MODULES.items():
+        for target, _line, _top in imports(name, path):
+            while target and target not in MODULES:
+                target = target.rpartition('.')[0]
+            if target and target != name:
+                graph[name].add(target)
+    circles = []
+    for start in graph:  # a path from a module's imports back to itself (the graph is small: a search per module)
+        seen, todo = set(), list(graph[start])
+        while todo:
+            here = todo.pop()
+            if here == start:
+                circles.append(start)
+                break
+            if here not in seen:
+                seen.add(here)
+                todo.extend(graph[here])
+    assert not circles, f'these modules are on an import circle: {sorted(circles)}'
