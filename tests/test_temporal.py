@@ -8,9 +8,11 @@ processes and SIGKILLs one mid-run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -256,8 +258,13 @@ async def test_workflows_finish_when_a_worker_is_killed_and_no_finished_call_run
         def started_gated() -> int:
             return sum(1 for p in marks.glob('started-*') if int(p.name.split('-')[2]) >= 5)
 
-        # Every call below the gate has finished, and calls above it have started on both workers: kill one.
-        while done(5) < 100 or started_gated() < 20:
+        def journaled() -> int:  # calls whose result is in the journal (a `done` marker comes just before that)
+            with contextlib.closing(sqlite3.connect(store, timeout=30)) as db:
+                return db.execute("SELECT COUNT(*) FROM calls WHERE status = 'ok'").fetchone()[0]
+
+        # Every call below the gate has finished and is journaled (killed between its marker and its journal
+        # row, a call runs again, as it may), and calls above it have started on both workers: kill one.
+        while done(5) < 100 or started_gated() < 20 or not store.exists() or journaled() < 100:
             assert not any(r.done() for r in runs), [r.result() for r in runs if r.done()]
             await asyncio.sleep(0.05)
         assert store.exists()
