@@ -8,6 +8,7 @@ once, in the run that made the call, and concurrent runs never mix.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Generator, Iterable
 from contextlib import contextmanager
@@ -125,30 +126,28 @@ def of_responses(messages: Iterable[Any]) -> Totals:
 _current: contextvars.ContextVar[Totals | None] = contextvars.ContextVar('harness_run_usage', default=None)
 
 
-@contextmanager
-def collecting() -> Generator[Totals]:
-    """Count the sub-agent runs started inside the block (and in tasks it starts) into the yielded totals."""
-    totals = Totals()
-    token = _current.set(totals)
-    try:
-        yield totals
-    finally:
-        _current.reset(token)
-
-
 _call: contextvars.ContextVar[Totals | None] = contextvars.ContextVar('harness_call_usage', default=None)
 
 
 @contextmanager
-def collecting_call() -> Generator[Totals]:
-    """Count the sub-agent runs inside the block (one call of a script) into the yielded totals as well: what the
-    call cost, which settles its reservation of a dollar budget (`_dispatch._cost`)."""
+def _collecting(into: contextvars.ContextVar[Totals | None]) -> Generator[Totals]:
     totals = Totals()
-    token = _call.set(totals)
+    token = into.set(totals)
     try:
         yield totals
     finally:
-        _call.reset(token)
+        into.reset(token)
+
+
+def collecting() -> contextlib.AbstractContextManager[Totals]:
+    """Count the sub-agent runs started inside the block (and in tasks it starts) into the yielded totals."""
+    return _collecting(_current)
+
+
+def collecting_call() -> contextlib.AbstractContextManager[Totals]:
+    """Count the sub-agent runs inside the block (one call of a script) into the yielded totals as well: what the
+    call cost, which settles its reservation of a dollar budget (`_dispatch._cost`)."""
+    return _collecting(_call)
 
 
 def record(usage: Any) -> None:
