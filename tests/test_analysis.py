@@ -183,6 +183,16 @@ def test_a_helper_called_in_a_loop_has_the_loops_bound_and_a_real_run_stays_with
     assert strict.check(script).ok  # a literal bound: strict lets it run
 
 
+def test_a_loop_over_a_name_bound_once_to_a_literal_is_bounded_by_it(
+    h: Harness, strict: Harness, sent: list[str]
+) -> None:
+    script = 'to = ["a@x", "b@x", "c@x"]\nfor t in to:\n    await send_email(to=t, body="x")'
+    assert h.analyze(script).bounds == {'send_email': 3} and h.analyze(script).complete
+    assert len(covered(h, script)) == 3 and strict.check(script).ok
+    for spoilt in ('to.append("d@x")', 'alias = to', 'del to', 'to = ["z@x"]', 'print(len(to))'):
+        assert h.analyze(script + '\n' + spoilt).bounds == {'send_email': None}, spoilt
+
+
 def test_recursion_is_unbounded(h: Harness, strict: Harness) -> None:
     script = (
         'async def chain(n: int) -> int:\n    if n == 0:\n        return 0\n'

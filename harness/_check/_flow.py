@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .._catalog._rules import After
-from ._bounds import literal_bound
+from ._bounds import constant_iterables, literal_bound
 from ._scopes import Function, Scopes
 
 JOINS = frozenset({'gather', 'settle_all', 'settled', 'first_of', 'quorum', 'within'})
@@ -110,6 +110,7 @@ class Walker:
         self.rebound = {name for name, _node in self.scopes.bindings_of(set(callees))}
         self.counts = not self.scopes.bindings_of({'range'})
         """Whether `range(...)` is the builtin (a literal trip count can be read from it)."""
+        self.constants = constant_iterables(tree)
         self.flow = Flow()
         self.context = Context()
         self.seen: set[tuple[str, str, bool]] = set()
@@ -271,9 +272,7 @@ class Walker:
         return back, loop
 
     def bound(self, iterable: ast.expr) -> int | None:
-        if isinstance(iterable, ast.Call) and not self.counts:
-            return None
-        return literal_bound(iterable)
+        return None if isinstance(iterable, ast.Call) and not self.counts else literal_bound(iterable, self.constants)
 
     def for_(self, stmt: ast.For | ast.AsyncFor, state: State) -> State:
         back, loop = self.iterate(

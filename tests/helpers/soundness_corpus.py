@@ -1335,6 +1335,102 @@ HAND: list[Case] = [
     """,
         refused=None,
     ),
+    # A name bound once to a literal and only looped over is bounded by the literal; any other use spoils it.
+    case(
+        'constant_list_looped_over',
+        """
+        tickets = ["T-1", "T-2", "T-3"]
+        for t in tickets:
+            await check_entitlement(ticket_id=t)
+        xs = [await lookup(x=4 * i) for i in (0, 1)]
+        codes = {"a": 1, "b": 2}
+        ys = [await notify(msg=k) for k in codes]
+    """,
+    ),
+    case(
+        'constant_list_grown_by_a_method',
+        """
+        xs = [0, 4]
+        xs.append(8)
+        xs.extend([12, 16])
+        for x in xs:
+            await lookup(x=x)
+    """,
+    ),
+    case(
+        'constant_list_grown_through_an_alias',
+        """
+        xs = [0]
+        ys = xs
+        ys += [4, 8, 12]
+        for x in xs:
+            await lookup(x=x)
+    """,
+    ),
+    case(
+        'constant_list_grown_by_a_helper',
+        """
+        xs = [0]
+        def grow(v: list[int]) -> None:
+            v.append(4)
+            v.append(8)
+        grow(xs)
+        for x in xs:
+            await lookup(x=x)
+    """,
+    ),
+    case(
+        'constant_list_rebound_through_global',
+        """
+        xs = [0]
+        def more() -> None:
+            global xs
+            xs = [0, 4, 8, 12]
+        more()
+        for x in xs:
+            await lookup(x=x)
+    """,
+        refused=None,
+    ),
+    case(
+        'constant_list_rebound_at_the_top',
+        """
+        xs = [0]
+        if n > 1:
+            xs = [0, 4, 8, 12, 16]
+        for x in xs:
+            await lookup(x=x)
+    """,
+    ),
+    case(
+        'constant_list_augmented',
+        """
+        xs = [0]
+        xs *= 6
+        for x in xs:
+            await lookup(x=x)
+    """,
+    ),
+    case(
+        'constant_list_shadowed_by_a_parameter',
+        """
+        xs = [0]
+        async def each(xs: list[int]) -> None:
+            for x in xs:
+                await lookup(x=x)
+        await each([0, 4, 8, 12])
+    """,
+    ),
+    case(
+        'constant_list_iterated_while_growing',
+        """
+        xs = [0, 4]
+        for x in xs:
+            if len(xs) < 6:
+                xs.append(x + 4)
+            await lookup(x=x)
+    """,
+    ),
 ]
 
 
