@@ -76,3 +76,47 @@ def test_the_lease_outlives_more_blocking_sync_calls_than_the_default_pool_has_t
     assert not isinstance(result, BaseException), result
     assert (result.status, result.value) == ('completed', sum(range(CALLS)))
     assert markers_by_call(markers) == Counter({f'block-{i}': 1 for i in range(CALLS)})
+
+
+# -- the store's size ------------------------------------------------------------------------------
+
+KEEPER = """\
+kept = []
+for i in range(CALLS):
+    kept.append(await blob(i=i))
+len(kept)
+"""
+BLOB = 50_000
+
+
+def on_disk(store: Path) -> int:
+    """The store's bytes: the file, its write-ahead log and its shared-memory index."""
+    return sum(p.stat().st_size for p in store.parent.glob(store.name + '*'))
+
+
+def test_the_store_stays_proportional_to_what_is_live(tmp_path: Path) -> None:
+    """200 calls whose 50 KB results the script keeps: a snapshot of everything live at every pause grew the
+    store with the square of the calls (1 GB); it stays within a small multiple of what is live (#25)."""
+    from harness import Harness
+
+    store = tmp_path / 'runs.db'
+    live = 200 * BLOB
+    bound = 5 * live
+    seen: list[int] = []
+    h = Harness(store=str(store))
+
+    @h.tool
+    async def blob(*, i: int) -> str:
+        """50 KB of text."""
+        seen.append(on_disk(store))
+        if seen[-1] > bound:  # stop as soon as it is over, rather than write a gigabyte
+            raise RuntimeError(f'the store holds {seen[-1]} bytes after {i} calls')
+        return chr(ord('a') + i % 26) * BLOB
+
+    try:
+        result = h.run_sync(KEEPER.replace('CALLS', '200'))
+        assert (result.status, result.value) == ('completed', 200), result
+        seen.append(on_disk(store))
+    finally:
+        h.close()
+    assert max(seen) <= bound, f'{max(seen)} bytes for {live} live'
