@@ -120,3 +120,137 @@ def test_the_store_stays_proportional_to_what_is_live(tmp_path: Path) -> None:
     finally:
         h.close()
     assert max(seen) <= bound, f'{max(seen)} bytes for {live} live'
+
+
+# -- a full disk -----------------------------------------------------------------------------------
+
+
+def fill_at(store: Any, spare_pages: int) -> None:
+    """Let the store's file grow by `spare_pages` pages only: past them a write fails as on a full disk
+    (SQLite's SQLITE_FULL, 'database or disk is full', the error a full filesystem gives)."""
+    conn = store._conn
+    (pages,) = conn.execute('PRAGMA page_count').fetchone()
+    conn.execute(f'PRAGMA max_page_count = {pages + spare_pages}')
+
+
+def test_a_full_disk_fails_the_run_for_the_model_and_it_resumes_once_there_is_room(tmp_path: Path) -> None:
+    """A full disk was a raw StoreError naming the store's path, and the run was recorded as cancelled: it is
+    a WorkflowError naming no path, the run is recorded failed by it, and it resumes once there is room (#25)."""
+    from harness import Harness, StoreError, WorkflowError
+
+    store, markers = tmp_path / 'runs.db', tmp_path / 'markers'
+    markers.mkdir()
+    h = Harness(store=str(store))
+
+    @h.tool
+    async def blob(*, i: int) -> str:
+        """50 KB of text, leaving a marker each time it executes."""
+        (markers / f'blob-{i}-{time.monotonic_ns()}').touch()
+        return chr(ord('a') + i % 26) * BLOB
+
+    try:
+        assert h.run_sync('await blob(i=0)').status == 'completed'  # the store exists
+        for p in markers.iterdir():
+            p.unlink()
+        assert h.store is not None
+        fill_at(h.store, 200)  # 800 KB: the disk fills a few calls in
+        try:
+            h.run_sync(KEEPER.replace('CALLS', '40'))
+        except WorkflowError as exc:
+            error = exc
+        else:
+            raise AssertionError('the run finished on a full disk')
+        assert not isinstance(error, StoreError) and type(error) is WorkflowError, repr(error)
+        assert 'disk is full' in error.message and 'resume' in error.message, error.message
+        assert str(tmp_path) not in error.message and 'runs.db' not in error.message, error.message
+        run_id = error.run_id
+        assert run_id is not None
+        run = h.store.get_run(run_id)
+        assert run is not None and run.status == 'failed' and 'disk is full' in (run.error or ''), run
+        journaled = {c.seq for c in h.store.calls(run_id) if c.status == 'ok'}
+        assert 0 < len(journaled) < 40
+        ran_before = markers_by_call(markers)
+
+        fill_at(h.store, 1_000_000)  # room again
+        result = h.resume_sync(run_id)
+        assert (result.status, result.value) == ('completed', 40)
+    finally:
+        h.close()
+    ran = markers_by_call(markers)
+    assert set(ran) == {f'blob-{i}' for i in range(40)}
+    for seq in journaled:  # a call whose result was journaled never ran again
+        assert ran[f'blob-{seq - 1}'] == 1 == ran_before[f'blob-{seq - 1}']
+    assert all(n <= 2 for n in ran.values()), ran  # at most the call in flight when the disk filled ran again
+
+
+BIG_TOOL = """\
+def blob(i: int) -> str:
+    \"\"\"50 KB of text.\"\"\"
+    return chr(ord('a') + i % 26) * 50_000
+"""
+
+
+def test_a_full_disk_is_one_line_for_the_cli_naming_no_path(cli: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """`harness exec` on a full disk printed a traceback of a StoreError naming the store: it is one line that
+    says what to do, and `harness resume RUN` finishes the run once there is room (#25)."""
+    import re
+
+    from harness._store._connection import Database
+
+    (tmp_path / 'big.py').write_text(BIG_TOOL)
+    (tmp_path / 'flow.py').write_text(KEEPER.replace('CALLS', '40'))
+    env = {'HARNESS_STORE': str(tmp_path / 'store' / 'runs.db')}
+    configure = Database._configure
+
+    def small_disk(self: Any, conn: Any, *, in_memory: bool) -> None:
+        configure(self, conn, in_memory=in_memory)
+        conn.execute('PRAGMA max_page_count = 300')  # 1.2 MB: room for the schema and a few calls
+
+    monkeypatch.setattr(Database, '_configure', small_disk)
+    full = cli(['exec', 'flow.py', '--tools', 'big:blob'], cwd=tmp_path, env=env)
+    assert full.exit_code == 1 and isinstance(full.exception, SystemExit) and not full.traceback, full.describe()
+    said = ' '.join((full.stdout + full.stderr).split())
+    assert 'Traceback' not in said and 'disk is full' in said and 'resume' in said, full.describe()
+    assert str(tmp_path) not in said and 'runs.db' not in said, full.describe()
+    match = re.search(r'harness resume (\S+?)`', said)
+    assert match, said
+
+    monkeypatch.setattr(Database, '_configure', configure)  # room again
+    resumed = cli(['resume', match[1], '--tools', 'big:blob'], cwd=tmp_path, env=env)
+    assert resumed.exit_code == 0 and not resumed.traceback, resumed.describe()
+    assert '40' in resumed.stdout, resumed.describe()
+
+
+def test_a_resume_on_a_disk_still_full_is_a_workflow_error_and_the_run_stays_resumable(tmp_path: Path) -> None:
+    from harness import Harness, StoreError, WorkflowError
+
+    h = Harness(store=str(tmp_path / 'runs.db'))
+
+    @h.tool
+    async def blob(*, i: int) -> str:
+        """50 KB of text."""
+        return chr(ord('a') + i % 26) * BLOB
+
+    try:
+        assert h.store is not None
+        assert h.run_sync('await blob(i=0)').status == 'completed'
+        fill_at(h.store, 100)
+        run_id = None
+        try:
+            h.run_sync(KEEPER.replace('CALLS', '40'))
+        except WorkflowError as exc:
+            run_id = exc.run_id
+        assert run_id is not None
+        fill_at(h.store, 0)  # nothing can grow
+        for _ in range(2):
+            try:
+                h.resume_sync(run_id)
+            except WorkflowError as exc:
+                assert not isinstance(exc, StoreError) and 'disk is full' in exc.message, exc
+                assert str(tmp_path) not in exc.message
+            else:
+                raise AssertionError('resumed on a full disk')
+        fill_at(h.store, 1_000_000)
+        assert h.resume_sync(run_id).value == 40
+    finally:
+        h.close()
