@@ -254,3 +254,42 @@ def test_a_resume_on_a_disk_still_full_is_a_workflow_error_and_the_run_stays_res
         assert h.resume_sync(run_id).value == 40
     finally:
         h.close()
+
+
+def test_a_full_disk_is_the_models_to_read_and_the_turn_goes_on(tmp_path: Path) -> None:
+    """The orchestrator's turn died of the raw StoreError; the model reads the disk's error as the script's
+    failure, naming no path, and the turn goes on (#25)."""
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from harness import Harness
+
+    read: list[str] = []
+    scripts = [KEEPER.replace('CALLS', '40')]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        if isinstance(last, ModelRequest) and len(messages) > 1:
+            read.extend(str(getattr(part, 'content', '')) for part in last.parts)
+        if scripts:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': scripts.pop(0)})])
+        return ModelResponse(parts=[TextPart('the disk is full; I will stop here')])
+
+    h = Harness(store=str(tmp_path / 'runs.db'))
+
+    @h.tool
+    async def blob(*, i: int) -> str:
+        """50 KB of text."""
+        return chr(ord('a') + i % 26) * BLOB
+
+    try:
+        assert h.store is not None
+        assert h.run_sync('await blob(i=0)').status == 'completed'
+        fill_at(h.store, 100)
+        output = h.orchestrator(FunctionModel(respond)).run_sync('keep 40 blobs').output
+    finally:
+        h.close()
+    assert output == 'the disk is full; I will stop here'
+    said = ' '.join(read)
+    assert 'disk is full' in said and 'resume' in said, said
+    assert str(tmp_path) not in said and 'runs.db' not in said, said
