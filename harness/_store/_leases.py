@@ -15,6 +15,7 @@ A run's lease (`Runs.claim`) lasts `RunStore.lease_seconds` unless renewed. Inva
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -34,6 +35,7 @@ class Renewer:
 
     def __init__(self, store: Runs) -> None:
         self._store = weakref.ref(store)
+        self.pid = os.getpid()
         self.path = store.path
         self._held: dict[tuple[str, str], int] = {}
         """(run id, owner) -> how many holders (a run may be held by nested blocks)."""
@@ -58,10 +60,6 @@ class Renewer:
                 self._held.pop(key, None)
             if not self._held:
                 self._wake.notify_all()
-
-    def held(self) -> list[tuple[str, str]]:
-        with self._wake:
-            return list(self._held)
 
     def _beat(self) -> None:
         conn: sqlite3.Connection | None = None
@@ -115,9 +113,10 @@ _guard = threading.Lock()
 
 
 def renewer(store: Runs) -> Renewer:
-    """The store's renewer (one per store object in this process)."""
+    """The store's renewer (one per store object in this process; a forked child makes its own, as it holds
+    no lease of its parent's and has no copy of its thread)."""
     with _guard:
         found = _renewers.get(store)
-        if found is None:
+        if found is None or found.pid != os.getpid():
             found = _renewers[store] = Renewer(store)
         return found
