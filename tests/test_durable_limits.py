@@ -293,3 +293,26 @@ def test_a_full_disk_is_the_models_to_read_and_the_turn_goes_on(tmp_path: Path) 
     said = ' '.join(read)
     assert 'disk is full' in said and 'resume' in said, said
     assert str(tmp_path) not in said and 'runs.db' not in said, said
+
+
+def test_a_run_keeps_its_newest_snapshot_and_older_ones_only_within_the_retained_bytes(tmp_path: Path) -> None:
+    from harness._records import CallRecord, Checkpoint, RunRow
+    from harness._store import RunStore
+    from harness._store._snapshots import RETAIN_BYTES
+
+    def dump(size: int) -> bytes:
+        return b'MONTY\x00' + (14).to_bytes(2, 'little') + os.urandom(size)
+
+    with RunStore(tmp_path / 'runs.db') as store:
+        store.create_run(RunRow('small'))
+        store.create_run(RunRow('big'))
+        for seq in range(1, 41):  # small snapshots: every position is kept (replay --from K starts at any)
+            store.put_calls('small', [CallRecord(seq, 'f', {}, 1)], snapshot=Checkpoint(seq, dump(1000), []))
+        assert store.snapshot_positions('small') == list(range(1, 41))
+        for seq in range(1, 41):  # 100 KB each: the newest, and what fits in the retained bytes
+            store.put_calls('big', [CallRecord(seq, 'f', {}, 1)], snapshot=Checkpoint(seq, dump(100_000), []))
+            kept = store.snapshot_positions('big')
+            assert kept[-1] == seq and len(kept) <= 2 + 2 * RETAIN_BYTES // 100_000, kept
+        latest = store.latest_snapshot('big')
+        assert latest is not None and latest.after_seq == 40
+        assert store.snapshot_positions('small') == list(range(1, 41))  # one run's pruning leaves others alone
