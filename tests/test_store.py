@@ -747,13 +747,13 @@ async def test_a_store_locked_by_another_process_holds_up_the_run_not_the_event_
         return i + 1
 
     assert h.run_sync('await f(i=0)').value == 1  # the store exists
-    to_thread, handed = asyncio.to_thread, asyncio.Event()
+    on_thread, handed = _journal.on_thread, asyncio.Event()
 
     async def spy(*args, **kwargs):
         handed.set()
-        return await to_thread(*args, **kwargs)
+        return await on_thread(*args, **kwargs)
 
-    monkeypatch.setattr(_journal.asyncio, 'to_thread', spy)
+    monkeypatch.setattr(_journal, 'on_thread', spy)
     other = sqlite3.connect(tmp_path / 'runs.db', isolation_level=None)
     other.execute('BEGIN IMMEDIATE')
     run = asyncio.ensure_future(h.run('await f(i=1)'))

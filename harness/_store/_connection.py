@@ -212,6 +212,14 @@ class WouldWait(Exception):
     """Raised by `RunStore.at_once`: the write would have had to wait for a lock, and was not made."""
 
 
+class StoreFull(StoreError):
+    """The store's disk (or its size limit) is full: the write was not made, and nothing it would have
+    changed is changed (its transaction rolled back). The message names no path."""
+
+    def __init__(self) -> None:
+        super().__init__("the run store's disk is full: free space, then `harness resume RUN`.")
+
+
 def lookup(get: Callable[[str], T | None], key: str, *, missing: str, error: Callable[[str], Exception]) -> T:
     """`get(key)`, a lookup by id or unique prefix, with an ambiguous key (`StoreError`) and a missing one both
     raised as `error(message)`: one line, and `missing` names the command that lists what there is."""
@@ -341,6 +349,8 @@ class Database:
                         self._conn.execute('PRAGMA busy_timeout = 0')
                     return fn(self._conn)
                 except sqlite3.OperationalError as exc:
+                    if _is_full(exc):
+                        raise StoreFull from None
                     if not _is_busy(exc):
                         raise StoreError(f'run store {self.path}: {exc}') from exc
                     if at_once:
@@ -410,6 +420,8 @@ class Database:
 
             return self._write(write, migrating=True)
         except sqlite3.DatabaseError as exc:
+            if _is_full(exc):
+                raise StoreFull from None
             raise StoreError(f'{self.path} is not a usable harness run store: {exc}') from exc
 
 
@@ -419,6 +431,11 @@ def _is_busy(exc: sqlite3.Error) -> bool:
         return True
     text = str(exc)
     return 'database is locked' in text or 'database is busy' in text or 'database table is locked' in text
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, 'sqlite_errorcode', None)
+    return (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or 'database or disk is full' in str(exc)
 
 
 def _schema_version(conn: sqlite3.Connection) -> int:

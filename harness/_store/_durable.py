@@ -24,6 +24,7 @@ from .._errors import ReplayDivergence, SnapshotError, WorkflowError
 from .._records import CallRecord, CallSource, Decision, Owner, RunRow, WorkflowResult, is_progress, new_run_id
 from .._sandbox._runner import RestorePoint
 from .._sandbox._values import jsonable
+from ._connection import StoreFull
 from ._snapshots import SnapshotRow
 from ._sqlite import RunStore
 
@@ -86,8 +87,15 @@ def plan_resume(
 def take(store: RunStore, plan: Plan, owner: Owner) -> None:
     """Claim a resumed run for `owner` (`RunBusy` if another live holder has it) and mark it `running`
     again: the first write of a resume, made once nothing can refuse it any more."""
-    store.claim(plan.run_id, owner, unchanged_since=plan.run.updated)  # not finished by another since it was read
-    store.update_run(plan.run_id, status='running', error=None, expect_owner=owner)
+    try:
+        store.claim(plan.run_id, owner, unchanged_since=plan.run.updated)  # not finished by another since it was read
+        store.update_run(plan.run_id, status='running', error=None, expect_owner=owner)
+    except StoreFull:
+        raise WorkflowError(
+            f"The run store's disk is full, so run {plan.run_id} was not resumed (nothing ran): free space, then "
+            f'resume it (`harness resume {plan.run_id}`).',
+            run_id=plan.run_id,
+        ) from None
 
 
 def plan_replay(store: RunStore, run_id: str, *, from_seq: int | None = None) -> Plan:

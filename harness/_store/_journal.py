@@ -10,7 +10,8 @@ one for all results delivered together), so durability costs per pause, not per 
 
 A write is made on the event loop when it can be made at once (`RunStore.at_once`: the store is
 free) and writes to this store are quick; otherwise on a worker thread, so a store locked by another
-process holds up only the run that writes, never the event loop and the other workflows on it. A
+process holds up only the run that writes, never the event loop and the other workflows on it (the store's
+threads, never the default executor that blocking callees fill; the lease is renewed apart, `_leases`). A
 write that took longer than `QUICK_WRITE` (a slow disk) sends the store's next `SLOW_STREAK` writes
 to the thread. The hop to a thread costs about 70 µs, a quick write less than that.
 """
@@ -19,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .._records import CallRecord, Checkpoint, Owner, RunRow, RunStatus
 from .._sandbox._values import jsonable
 from ._connection import WouldWait
-from ._runs import LEASE_SECONDS
+from ._leases import renewer
 from ._sqlite import RunStore
 
 T = TypeVar('T')
@@ -41,6 +45,9 @@ SLOW_STREAK = 100
 """How many writes go to a worker thread after a slow one, before the event loop tries again."""
 _slow: weakref.WeakKeyDictionary[RunStore, int] = weakref.WeakKeyDictionary()
 """Per store: writes left to send to a worker thread."""
+_WRITERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix='harness-store')
+"""The threads journal writes wait on: not the event loop's default executor, which blocking sync callees can
+fill (a write queued behind them would hold up the result it journals)."""
 
 
 async def store_write(store: RunStore, method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -58,7 +65,13 @@ async def store_write(store: RunStore, method: Callable[..., T], /, *args: Any, 
             if time.perf_counter() - started > QUICK_WRITE:
                 _slow[store] = SLOW_STREAK
             return result
-    return await asyncio.to_thread(method, *args, **kwargs)
+    return await on_thread(method, *args, **kwargs)
+
+
+async def on_thread(method: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`asyncio.to_thread` on the store's own threads (`_WRITERS`), never behind callees in the default executor."""
+    call = functools.partial(contextvars.copy_context().run, method, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_WRITERS, call)
 
 
 class Journal:
@@ -89,18 +102,12 @@ class Journal:
         if self.store is None or self.owner is None:
             yield
             return
-        store, owner = self.store, self.owner
-
-        async def renew() -> None:
-            while True:
-                await asyncio.sleep(LEASE_SECONDS / 3)
-                await asyncio.to_thread(store.renew, self.run_id, owner)
-
-        task = asyncio.ensure_future(renew())
+        leases = renewer(self.store)  # on a thread of its own: never queued behind blocking callees
+        leases.hold(self.run_id, self.owner)
         try:
             yield
         finally:
-            task.cancel()
+            leases.drop(self.run_id, self.owner)
 
     def add(self, records: Iterable[CallRecord]) -> None:
         """Note call rows (started, finished or decided) for the next `write`."""

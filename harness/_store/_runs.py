@@ -70,9 +70,12 @@ _JSON_FIELDS = frozenset({'value', 'inputs', 'access', 'catalog'})
 class Runs(Snapshots):
     """Runs and their journal (a snapshot is written in a journal write's transaction: `put_calls`)."""
 
+    lease_seconds: float = LEASE_SECONDS
+    """How long a lease this store gives lasts unless renewed (`_leases` renews it every third of that)."""
+
     # -- runs ------------------------------------------------------------------------------------
 
-    def create_run(self, run: RunRow, *, owner: Owner | None = None, ttl: float = LEASE_SECONDS) -> None:
+    def create_run(self, run: RunRow, *, owner: Owner | None = None, ttl: float | None = None) -> None:
         """Insert a new run; `StoreError` if the id is taken. `calls_count` starts at 0. With `owner`, the run
         is held by it from the same write (never `running` with nobody holding it)."""
 
@@ -92,7 +95,7 @@ class Runs(Snapshots):
             if owner is not None:
                 conn.execute(
                     'UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
-                    (str(owner), time.time() + ttl, run.run_id),
+                    (str(owner), time.time() + self._ttl(ttl), run.run_id),
                 )
             self._reseal(conn, run.run_id)
 
@@ -379,7 +382,7 @@ class Runs(Snapshots):
     # -- one owner per run -----------------------------------------------------------------------
 
     def claim(
-        self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS, unchanged_since: float | None = None
+        self, run_id: str, owner: Owner, *, ttl: float | None = None, unchanged_since: float | None = None
     ) -> None:
         """Take the run's lease for `owner`, or raise `RunBusy` naming the live process that holds it.
 
@@ -397,23 +400,25 @@ class Runs(Snapshots):
                 raise RunBusy(run_id, holder)
             if unchanged_since is not None and row[2] != unchanged_since:
                 raise RunBusy(run_id, holder, changed=True)
-            conn.execute(
-                'UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?', (str(owner), time.time() + ttl, run_id)
-            )
+            until = time.time() + self._ttl(ttl)
+            conn.execute('UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?', (str(owner), until, run_id))
 
         self._write(write)
 
-    def renew(self, run_id: str, owner: Owner, *, ttl: float = LEASE_SECONDS) -> bool:
+    def renew(self, run_id: str, owner: Owner, *, ttl: float | None = None) -> bool:
         """Extend `owner`'s lease; False when it no longer holds it."""
         return self._write(
             lambda conn: (
                 conn.execute(
                     'UPDATE runs SET lease_until = ? WHERE run_id = ? AND owner = ?',
-                    (time.time() + ttl, run_id, str(owner)),
+                    (time.time() + self._ttl(ttl), run_id, str(owner)),
                 ).rowcount
                 == 1
             )
         )
+
+    def _ttl(self, ttl: float | None) -> float:
+        return self.lease_seconds if ttl is None else ttl
 
     def release(self, run_id: str, owner: Owner) -> None:
         """Give the run's lease back (when holding it was all this process did, e.g. an approval)."""

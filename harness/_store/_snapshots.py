@@ -7,6 +7,9 @@ The blob is `HSNP` + u16 store format + u16 Monty format + HMAC-SHA256 (the stor
   verified dump. A blob altered, truncated, copied from another run or store, or written by a newer harness
   or Monty raises `SnapshotError` saying which.
 - A snapshot is written only with the journal rows it depends on, in their transaction (`Runs.put_calls`).
+- A run keeps its newest snapshot and older ones only up to `RETAIN_BYTES` (and at most `RETAIN_BYTES` more
+  written since they were last pruned): the store grows with the work (its journal), not with what is live
+  times the pauses.
 """
 
 from __future__ import annotations
@@ -54,6 +57,17 @@ class SnapshotRow:
 
 _SNAPSHOT_COLUMNS = 'id, run_id, after_seq, blob, ledger_json, monty_format, store_format, size, digest, created'
 
+RETAIN_BYTES = 256 * 1024
+"""Besides its newest snapshot, a run keeps the newest older ones that fit in this many bytes together (blob and
+ledger): the positions `replay --from K` can start at. The journal is the truth and a snapshot a shortcut, so
+what a run keeps is its journal, one snapshot of what is live, and at most this; never a copy of everything live
+at every pause (which grows with the square of the calls a run makes)."""
+_PRUNE = (
+    'DELETE FROM snapshots WHERE id IN (SELECT id FROM (SELECT id, sum(size + length(ledger_json)) OVER '
+    '(ORDER BY id DESC) AS kept FROM snapshots WHERE run_id = ?) WHERE kept > ?)'
+)
+"""The snapshots of a run that no longer fit, newest first, beside the one about to be written."""
+
 
 class Snapshots(Database):
     """The `snapshots` table: sealed on the way in, verified on the way out."""
@@ -69,9 +83,21 @@ class Snapshots(Database):
             len(sealed), hashlib.sha256(sealed).hexdigest(), time.time(),
         )  # fmt: skip
 
-    @staticmethod
-    def _insert_snapshot(conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
-        """Insert a snapshot row of a run the transaction has found (`put_calls`)."""
+    def _insert_snapshot(self, conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
+        """Insert a snapshot row of a run the transaction has found (`put_calls`), and let go of the run's older
+        snapshots past `RETAIN_BYTES` (first, so the pages they free hold the new one). The older ones are looked
+        at once per `RETAIN_BYTES` written for the run, not at every pause: a run of small snapshots pays one
+        scan per hundred of them, and what waits to be pruned is never more than `RETAIN_BYTES`."""
+        written = self.__dict__.setdefault('_unpruned', {})
+        run_id, size = row[0], row[6] + len(row[3])
+        since = written.get(run_id, 0) + size
+        if since >= RETAIN_BYTES:
+            conn.execute(_PRUNE, (run_id, RETAIN_BYTES))
+            written.pop(run_id, None)
+        else:
+            if len(written) >= 4096:  # many runs at once: forgetting a count only defers a prune
+                written.clear()
+            written[run_id] = since
         cursor = conn.execute(
             'INSERT INTO snapshots (run_id, after_seq, blob, ledger_json, monty_format, store_format, '
             'size, digest, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
