@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from .._store import StoreError
+from ._safe_text import safe
 from ._shared import (
     JsonOpt,
     ModelOpt,
@@ -112,11 +112,11 @@ def eval_(
         include_removed_cases=result.baseline is not None,
     )
     for line in result.summary():
-        console.print(escape(line), soft_wrap=True)
+        console.print(safe(line), soft_wrap=True)
     for case in result.cases:
         runs = ', '.join(short.get(run, run) for run in case.stats.run_ids) or 'no run'
         failed = f' · failed: {case.error}' if case.error else ''
-        console.print(f'  {escape(case.name)}: run {escape(runs)}{escape(failed)}', soft_wrap=True)
+        console.print(f'  {safe(case.name)}: run {safe(runs)}{safe(failed)}', soft_wrap=True)
     console.print(
         "[dim]a case's runs: harness show / trace / replay / fork RUN · compare a later eval: "
         f'--baseline {result.eval_id[:7]} · pay only for what changes: --reuse-calls {result.eval_id[:7]}'
@@ -175,8 +175,8 @@ def evals(
         table.add_row(
             row['eval_id'][:7],
             when,
-            escape(row['dataset']),
-            escape(row['model'] or '–'),
+            safe(row['dataset']),
+            safe(row['model'] or '–'),
             cases,
             rate,
             calls,

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from .._errors import WorkflowError
 from .._records import is_progress
 from ._live import LiveCalls
+from ._safe_text import safe, visible
 from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def exec_(
             print(json.dumps(error, default=str))
             raise typer.Exit(1) from None
         if exc.printed:
-            console.print(escape(exc.printed), end='')
+            console.print(safe(exc.printed), end='')
         raise fail(message) from None
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         raise interrupted(exc) from None
@@ -94,13 +94,13 @@ def exec_(
         )
         return
     if result.printed:
-        console.print(escape(result.printed), end='')
+        console.print(safe(result.printed), end='')
     if result.status == 'waiting':
         show_waiting(result)
         return
     console.print_json(json.dumps(result.value, default=str))
     if result.note:
-        console.print(f'[yellow]note:[/yellow] {escape(result.note)}')
+        console.print(f'[yellow]note:[/yellow] {safe(result.note)}')
     calls = sum(1 for c in result.calls if not is_progress(c))  # log/phase are no calls
     console.print(f'[dim]run {result.run_id} · {calls} call(s)[/dim]')
 
@@ -130,18 +130,18 @@ def check(
     finally:
         h.close()
     if not report.ok:
-        console.print(escape(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
+        console.print(safe(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
         raise typer.Exit(1)
     if mermaid and analysis is not None:
-        print(analysis.mermaid())
+        print(visible(analysis.mermaid()))
         return
     for warning in report.warnings:
-        console.print(f'[yellow]warning:[/yellow] {escape(str(script))}:{escape(warning)}', soft_wrap=True)
+        console.print(f'[yellow]warning:[/yellow] {safe(str(script))}:{safe(warning)}', soft_wrap=True)
     if analysis is not None:
-        console.print(escape(analysis.text()), soft_wrap=True)
+        console.print(safe(analysis.text()), soft_wrap=True)
     if (estimate or graph) and report.estimate is not None:
         print_estimate(report.estimate)
-    console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
+    console.print(f'[green]ok[/green]: {safe(script)} type-checks against the catalog')
 
 
 def print_estimate(e: Estimate) -> None:
@@ -151,15 +151,15 @@ def print_estimate(e: Estimate) -> None:
     table = Table('callee', 'most calls', 'per call', 'worst case', 'price from', box=None, header_style='bold')
     for part in e.per_callee.values():
         table.add_row(
-            part.callee,
+            safe(part.callee),
             'unbounded' if part.calls is None else str(part.calls),
             usd(part.per_call, part.unpriced),
             usd(part.cost_usd, part.unpriced),
-            escape(part.source),
+            safe(part.source),
         )
     console.print(table)
     for reason in e.reasons:
-        console.print(f'[yellow]{escape(reason)}[/yellow]', soft_wrap=True)
+        console.print(f'[yellow]{safe(reason)}[/yellow]', soft_wrap=True)
     console.print(f'[bold]worst case: {e.worst_case}[/bold]')
 
 
@@ -183,7 +183,7 @@ def audit(
     if as_json:
         print(json.dumps(report.as_json(), indent=2, default=str))
     else:
-        console.print(escape(report.text()), soft_wrap=True)
+        console.print(safe(report.text()), soft_wrap=True)
 
 
 @app.command()
@@ -194,11 +194,11 @@ def agents(*, where: Where, plain: Annotated[bool, typer.Option('--plain', help=
     stubs = h.stubs()
     kinds = kinds_line(h)
     h.close()
-    err.print(f'[dim]{escape(kinds)}[/dim]', soft_wrap=True)  # stderr: stdout is the stubs, byte for byte
+    err.print(f'[dim]{safe(kinds)}[/dim]', soft_wrap=True)  # stderr: stdout is the stubs, byte for byte
     if plain or not console.is_terminal:
-        print(stubs, end='')
+        print(visible(stubs), end='')
     else:
-        console.print(Syntax(stubs, 'python', theme='ansi_dark', word_wrap=True))
+        console.print(Syntax(visible(stubs), 'python', theme='ansi_dark', word_wrap=True))
 
 
 def kinds_line(h: Harness) -> str:

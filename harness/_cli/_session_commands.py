@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .._errors import WorkflowError
 from .._store import StoreError
 from .._ui._models import DEMO_NOTICE
 from ._live import LiveCalls
 from ._loading import find_project_config
+from ._safe_text import safe
 from ._shared import ModelOpt, Where, app, catalog_options, console, err, fail, model_for
 
 
@@ -103,10 +103,9 @@ def ui(
     )
     url = f'http://127.0.0.1:{sock.getsockname()[1]}'
     if choice.demo:
-        console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+        console.print(f'[yellow]{safe(DEMO_NOTICE)}[/yellow]')
     console.print(
-        f'studio: {url}  [dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; '
-        'Ctrl-C stops it)[/dim]',
+        f'studio: {url}  [dim](model: {safe(choice.label)}; store: {safe(str(h.store_path))}; Ctrl-C stops it)[/dim]',
         soft_wrap=True,
     )
     try:
@@ -178,7 +177,7 @@ def worker(
     def ready() -> None:
         err.print(
             f'worker: {len(h.callees)} callees on task queue {task_queue!r} at {address} '
-            f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
+            f'[dim](model: {safe(choice.label)}; store: {safe(str(h.store_path))}; Ctrl-C stops it)[/dim]',
             soft_wrap=True,
         )
 

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from .._store import RunStore, StoreError
 from .._ui._models import DEMO_NOTICE, ModelChoice, choose_model
 from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
+from ._safe_text import SafeConsole, safe
 
 if TYPE_CHECKING:
     from .._engine import Harness
@@ -57,8 +56,8 @@ def main(
 
 # The CLI owns its output: pydantic-ai's first-run banner would land between prompt and live lines.
 os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = SafeConsole(highlight=False)  # what a script, a callee or the store wrote is shown, never obeyed
+err = SafeConsole(stderr=True, highlight=False)
 
 StoreOpt = Annotated[
     str | None,
@@ -84,7 +83,7 @@ JsonOpt = Annotated[bool, typer.Option('--json', help='Print JSON instead (whole
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f'[red]error:[/red] {escape(message)}', soft_wrap=True)  # unwrapped: one line stays one line
+    err.print(f'[red]error:[/red] {safe(message)}', soft_wrap=True)  # unwrapped: one line stays one line
     return typer.Exit(code)
 
 
@@ -226,10 +225,10 @@ def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
         from subagents.planner import demo_model
 
         if announce:
-            console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+            console.print(f'[yellow]{safe(DEMO_NOTICE)}[/yellow]')
         return demo_model()
     if announce:
-        console.print(f'[dim]model: {escape(choice.label)}[/dim]')
+        console.print(f'[dim]model: {safe(choice.label)}[/dim]')
     return choice.model
 
 
@@ -249,7 +248,7 @@ def show_waiting(result: WorkflowResult) -> None:
         from .._check._plan import plan_text
 
         console.print(f'[magenta]run {result.run_id} waits for approval of its plan:[/magenta]')
-        console.print(escape(plan_text(result.plan.stored(), result.plan.code, lines=5)), soft_wrap=True)
+        console.print(safe(plan_text(result.plan.stored(), result.plan.code, lines=5)), soft_wrap=True)
         console.print(
             f'[dim]decide with: harness approve {result.run_id} | harness reject {result.run_id} --reason TEXT; '
             f'then: harness resume {result.run_id}[/dim]'
@@ -257,7 +256,7 @@ def show_waiting(result: WorkflowResult) -> None:
         return
     console.print(f'[magenta]run {result.run_id} waits for approval of:[/magenta]')
     for p in result.waiting:
-        console.print(f'  #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
+        console.print(f'  #{p.seq} [bold]{safe(p.callee)}[/bold]({safe(preview(p.arguments, 200))})')
     console.print(
         f'[dim]decide with: harness approve {result.run_id} [SEQ] | harness reject {result.run_id} SEQ '
         f'--reason TEXT; then: harness resume {result.run_id}[/dim]'

@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .._errors import WorkflowError
 from .._records import RunRow, WorkflowResult
 from .._store import RunStore, StoreError, lookup
 from .._ui._runs import siblings_of, turn_of
 from ._live import LiveCalls
+from ._safe_text import safe, visible
 from ._shared import (
     AgentsOpt,
     JsonOpt,
@@ -123,7 +123,7 @@ def show(
         short = db.short_ids([r.run_id for r in siblings])
         problems = db.verify(run.run_id)
     if problems and not as_json:  # shown, but marked: what follows may not be what was written
-        err.print(f'[red]unverified:[/red] {escape(problems[0])}', soft_wrap=True)
+        err.print(f'[red]unverified:[/red] {safe(problems[0])}', soft_wrap=True)
     if call is not None:
         found = next((c for c in calls if c.seq == call), None)
         if found is None:
@@ -164,7 +164,7 @@ def show_plan(run: RunRow, *, lines: int | None = None) -> None:
         from .._check._plan import plan_text
 
         console.print(f'[magenta]plan of run {run.run_id}[/magenta] (what its approval allows):')
-        console.print(escape(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
+        console.print(safe(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
 
 
 @app.command()
@@ -198,7 +198,7 @@ def trace(
         graph = graph_json(run, callees, calls)
         if graph['error']:
             raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.')
-        print(graph['mermaid'])
+        print(visible(graph['mermaid']))
         return
     if as_json:
         print(json.dumps(spans, indent=2, default=str))
@@ -371,10 +371,10 @@ def diff(run_id: RunIdArg, *, where: Where) -> None:
     finally:
         h.close()
     if not found:
-        console.print(f'[green]no changes[/green]: the catalog is the one run {escape(run_id)} ran against')
+        console.print(f'[green]no changes[/green]: the catalog is the one run {safe(run_id)} ran against')
         return
     for change in found:
-        console.print(f'- {escape(str(change))}')
+        console.print(f'- {safe(str(change))}')
     raise typer.Exit(1)
 
 
@@ -410,7 +410,7 @@ def pending(
             '[dim]decide with: harness approve RUN | harness reject RUN --reason TEXT; then: harness resume RUN[/dim]'
         )
     for p in found:
-        console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
+        console.print(f'run {safe(p.run_id)} #{p.seq} [bold]{safe(p.callee)}[/bold]({safe(preview(p.arguments, 200))})')
     if found:
         console.print(
             '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
@@ -432,12 +432,12 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
     finally:
         h.close()
     if seqs == [PLAN_SEQ]:
-        done = 'it ended' if what == 'rejected' else f'run it with: harness resume {escape(run_id)}'
-        console.print(f'{what} the plan of run {escape(run_id)}; {done}')
+        done = 'it ended' if what == 'rejected' else f'run it with: harness resume {safe(run_id)}'
+        console.print(f'{what} the plan of run {safe(run_id)}; {done}')
         return
     console.print(
-        f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
-        f'continue it with: harness resume {escape(run_id)}'
+        f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {safe(run_id)}; '
+        f'continue it with: harness resume {safe(run_id)}'
     )
 
 
