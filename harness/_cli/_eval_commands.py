@@ -12,6 +12,7 @@ import typer
 from .._store import StoreError
 from ._safe_text import safe
 from ._shared import (
+    LIMIT_MAX,
     JsonOpt,
     ModelOpt,
     StoreOpt,
@@ -58,7 +59,7 @@ def eval_(
             '--instructions', help="A file with the orchestrator's instructions (default: the harness's own)."
         ),
     ] = None,
-    concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.')] = 4,
+    concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.', min=1, max=1_000)] = 4,
     name: Annotated[str | None, typer.Option('--name', help="The eval's name in reports (default: its id).")] = None,
     model: ModelOpt = None,
     *,
@@ -69,8 +70,6 @@ def eval_(
     does not hold."""
     from .._evals._run import EvalError, load_dataset
 
-    if concurrency < 1:
-        raise fail('--concurrency must be at least 1')
     try:
         cases = load_dataset(dataset)
     except EvalError as exc:
@@ -78,9 +77,11 @@ def eval_(
     text = None
     if instructions is not None:
         try:
-            text = instructions.read_text()
+            text = instructions.read_text(encoding='utf-8')
         except OSError as exc:
             raise fail(f'cannot read {instructions}: {exc.strerror}') from None
+        except UnicodeDecodeError as exc:
+            raise fail(f'{instructions} is not UTF-8 text (byte {exc.start}): save it as UTF-8') from None
     h, choice = where.harness(model, opens_store=True)
     model_object = model_for(choice, announce=True)
     try:
@@ -130,7 +131,7 @@ def eval_(
 
 @app.command()
 def evals(
-    limit: Annotated[int, typer.Option('--limit', '-n', help='How many evals to list.')] = 20,
+    limit: Annotated[int, typer.Option('--limit', '-n', help='How many evals to list.', min=1, max=LIMIT_MAX)] = 20,
     as_json: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:

@@ -16,7 +16,7 @@ from .._errors import WorkflowError
 from .._records import is_progress
 from ._live import LiveCalls
 from ._safe_text import safe, visible
-from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
+from ._shared import Where, app, catalog_options, console, err, fail, interrupted, load_json, show_waiting
 
 if TYPE_CHECKING:
     from .._check._estimate import Estimate
@@ -25,16 +25,19 @@ if TYPE_CHECKING:
 
 def read_script(script: Path) -> str:
     """The script's text; `-` reads it from standard input."""
-    if str(script) == '-':
-        return sys.stdin.read()
+    name = 'standard input' if str(script) == '-' else str(script)
     try:
-        return script.read_text(encoding='utf-8')
+        data = sys.stdin.buffer.read() if str(script) == '-' else script.read_bytes()
+        code = data.decode('utf-8-sig')  # a byte order mark some editors write is no part of the script
     except IsADirectoryError:
         raise fail(f'{script} is a directory: pass the workflow script file') from None
     except OSError as exc:
         raise fail(f'cannot read {script}: {exc.strerror}') from None
     except UnicodeDecodeError as exc:
-        raise fail(f'{script} is not UTF-8 text (byte {exc.start}): save the script as UTF-8') from None
+        raise fail(f'{name} is not UTF-8 text (byte {exc.start}): save the script as UTF-8') from None
+    if not code.strip():
+        raise fail(f'{name} is empty: write the workflow in it (its last expression is the result)')
+    return code
 
 
 def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
@@ -44,7 +47,7 @@ def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
         if not sep or not name.isidentifier():
             raise fail(f'--input {pair!r}: write it as name=JSON, e.g. --input files=\'["a.py"]\'')
         try:
-            inputs[name] = json.loads(raw)
+            inputs[name] = load_json(raw, f'--input {name}')
         except json.JSONDecodeError:
             inputs[name] = raw  # a bare string is the common case
     return inputs

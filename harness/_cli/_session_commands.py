@@ -17,7 +17,7 @@ from .._ui._models import DEMO_NOTICE
 from ._live import LiveCalls
 from ._loading import find_project_config
 from ._safe_text import safe
-from ._shared import ModelOpt, Where, app, catalog_options, console, err, fail, model_for
+from ._shared import PORT_MAX, ModelOpt, Where, app, catalog_options, console, err, fail, model_for
 
 
 @app.command()
@@ -78,7 +78,9 @@ def chat(
 @app.command()
 @catalog_options
 def ui(
-    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).')] = 8765,
+    port: Annotated[
+        int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).', min=0, max=PORT_MAX)
+    ] = 8765,
     model: ModelOpt = None,
     *,
     where: Where,
@@ -194,9 +196,12 @@ def worker(
 
 @app.command('temporal-dev')
 def temporal_dev(
-    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
+    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.', min=1, max=PORT_MAX)] = 7233,
     ui_port: Annotated[
-        int | None, typer.Option('--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')
+        int | None,
+        typer.Option(
+            '--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).', min=1, max=PORT_MAX
+        ),
     ] = None,
     headless: Annotated[bool, typer.Option('--headless', help='No Web UI.')] = False,
     db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),
