@@ -195,3 +195,33 @@ def test_a_real_colour_terminal_gets_only_the_clis_own_colour_codes(work: Path, 
     assert done.returncode == 0, done.stderr
     assert SGR.search(done.stdout), 'colours were not forced on: the test shows nothing'
     assert_clean('exec on a colour terminal', done.stdout + done.stderr, sgr_allowed=True)
+
+
+def test_the_consoles_net_catches_what_a_renderable_carries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever builds the renderable (a Syntax of a stored script, a Markdown answer, a Text, a table cell, an eval
+    report), the CLI's console shows its control characters; its own styles (SGR) and a live view's cursor
+    moves (rich's control segments) still reach the terminal."""
+    import io
+
+    from rich.live import Live
+    from rich.markdown import Markdown
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    from harness._cli._safe_text import SafeConsole
+
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, color_system='standard', width=200)
+    table = Table('cell')
+    table.add_row(Text(HOSTILE))
+    for renderable in (Text(HOSTILE, style='red'), Syntax(f'x = "{HOSTILE}"', 'python'), Markdown(HOSTILE), table):
+        console.print(renderable)
+    with Live(Text('live'), console=console, auto_refresh=False) as live:
+        live.update(Text(HOSTILE), refresh=True)
+    text = out.getvalue()
+    assert SGR.search(text), 'no colours: the test shows nothing'
+    assert '\x1b[?25l' in text, "the live view's own control codes (hide the cursor) pass"
+    shown = re.sub(r'\x1b\[\?25[lh]|\x1b\[[0-9]*[AK]|\x1b\[2K', '', SGR.sub('', text))  # rich's own
+    assert not RAW.search(shown.replace('\r', '')), repr(shown)
+    assert '\\x1b]52;c;' in text
