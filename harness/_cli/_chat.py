@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from .._dispatch._effects import interrupted_runs
 from .._records import RunRow, new_run_id
@@ -26,6 +25,7 @@ from .._ui._runs import runs_of_turn, trace_spans, turn_agent_runs
 from .._ui._text import call_text, cut
 from .._ui._turns import new_conversation, record_turn
 from ._live import LiveCalls
+from ._safe_text import safe
 from ._turn import TurnOutcome, TurnView, run_turn
 from ._views import footer_lines
 
@@ -91,9 +91,9 @@ class Session:
             f'({self.turns} turn(s), {when(found.updated)}):[/dim]'
         )
         for t in turns[-3:]:
-            self.console.print(f'[dim]you> {escape(cut(t.prompt, 200))}[/dim]')
+            self.console.print(f'[dim]you> {safe(cut(t.prompt, 200))}[/dim]')
             if t.answer:
-                self.console.print(f'[dim]orchestrator> {escape(cut(" ".join(t.answer.split()), 200))}[/dim]')
+                self.console.print(f'[dim]orchestrator> {safe(cut(" ".join(t.answer.split()), 200))}[/dim]')
         for run_id, calls in interrupted_runs(self.store, found.conversation_id):  # the next turn is told too
             self.console.print(
                 f'[yellow]run {run_id} of an earlier turn was interrupted after {len(calls)} call(s); '
@@ -140,7 +140,7 @@ class Session:
                 if spans:
                     self.store.add_orchestrator_spans(agent_run_id, spans)
         except StoreError as exc:  # the answer is on screen; losing its record is worth a line, not the session
-            self.console.print(f'[yellow]note:[/yellow] the turn was not stored: {escape(str(exc))}')
+            self.console.print(f'[yellow]note:[/yellow] the turn was not stored: {safe(str(exc))}')
 
     # -- one turn --------------------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ class Session:
             for waiting in meta.get('waiting', []):
                 text = call_text(waiting['callee'], waiting.get('arguments') or {})
                 self.console.print(
-                    f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} {escape(text)}[/magenta]'
+                    f'[magenta]run {run_id} waits for approval of #{waiting["seq"]} {safe(text)}[/magenta]'
                 )
                 asked = self.ask_approval(run_id, 'approve? ')
                 if asked is None:
@@ -248,7 +248,7 @@ class Session:
         from .._check._plan import plan_text
 
         self.console.print(f'[magenta]run {run_id} waits for approval of its plan:[/magenta]')
-        self.console.print(escape(plan_text(plan, plan.get('code') or '', lines=10)), soft_wrap=True)
+        self.console.print(safe(plan_text(plan, plan.get('code') or '', lines=10)), soft_wrap=True)
         asked = self.ask_approval(run_id, 'approve the plan? ')
         if asked is None:
             return None
@@ -273,7 +273,7 @@ class Session:
             run = stopped[-1]
             short = self.store.short_ids([run.run_id])[run.run_id] if self.store is not None else run.run_id
             line += f' · run {short} stopped after {run.calls_count} call(s); finish its script: harness resume {short}'
-        self.console.print(f'[yellow]{escape(line)}[/yellow]')
+        self.console.print(f'[yellow]{safe(line)}[/yellow]')
 
     def footer(self, outcome: TurnOutcome) -> None:
         rows = self.turn_runs(outcome)
@@ -284,7 +284,7 @@ class Session:
             self.console.print(f'[dim]trace: harness trace {short.get(rows[-1].run_id, rows[-1].run_id)}[/dim]')
         where = trace_destination(outcome.trace_id)
         if where:
-            self.console.print(f'[dim]{escape(where)}[/dim]')
+            self.console.print(f'[dim]{safe(where)}[/dim]')
 
     # -- the chat loop ---------------------------------------------------------------------------
 
@@ -315,7 +315,7 @@ class Session:
         except (KeyboardInterrupt, asyncio.CancelledError):
             return
         except Exception as exc:
-            self.console.print(f'[red]error:[/red] {escape(one_line(exc))}')
+            self.console.print(f'[red]error:[/red] {safe(one_line(exc))}')
             return
         self.footer(outcome)
 
@@ -348,30 +348,30 @@ class Session:
             else:
                 if self.last is not None and self.last.messages and self.history is self.last.messages:
                     self.history = self.history[: len(self.history) - len(self.last.new_messages)]
-                self.console.print(f'[dim]again: {escape(cut(self.last_prompt, 200))}[/dim]')
+                self.console.print(f'[dim]again: {safe(cut(self.last_prompt, 200))}[/dim]')
                 self.ask(self.last_prompt)
         elif name == '/runs':
             self.list_runs()
         elif name == '/trace':
             self.show_trace(argument)
         else:
-            self.console.print(f'[red]unknown command {escape(name)}[/red]; /help lists them')
+            self.console.print(f'[red]unknown command {safe(name)}[/red]; /help lists them')
         return None
 
     def switch_model(self, name: str) -> None:
         from .._ui._models import ModelError, choose_model
 
         if not name:
-            self.console.print(f'model: {escape(self.model_label)}')
+            self.console.print(f'model: {safe(self.model_label)}')
             return
         try:
             choice = choose_model(name)
         except ModelError as exc:
-            self.console.print(f'[red]error:[/red] {escape(str(exc))}')
+            self.console.print(f'[red]error:[/red] {safe(str(exc))}')
             return
         self.model, self.model_label = choice.model, choice.label
         self.agent = self.make_agent(self.model)
-        self.console.print(f'model: {escape(self.model_label)}')
+        self.console.print(f'model: {safe(self.model_label)}')
 
     def list_runs(self) -> None:
         from ._views import runs_table
@@ -398,10 +398,10 @@ class Session:
         try:
             run = self.store.get_run(run_id)
         except StoreError as exc:
-            self.console.print(f'[red]error:[/red] {escape(str(exc))}')
+            self.console.print(f'[red]error:[/red] {safe(str(exc))}')
             return
         if run is None:
-            self.console.print(f'[red]error:[/red] no run {escape(run_id)!r}')
+            self.console.print(f'[red]error:[/red] no run {safe(run_id)!r}')
             return
         spans = trace_spans(self.store, run)
         self.console.print(render_tree(spans) if spans else '[dim]no spans stored (tracing was off)[/dim]')

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from .._store import StoreError
+from ._safe_text import safe
 from ._shared import (
+    LIMIT_MAX,
     JsonOpt,
     ModelOpt,
     StoreOpt,
@@ -58,7 +59,7 @@ def eval_(
             '--instructions', help="A file with the orchestrator's instructions (default: the harness's own)."
         ),
     ] = None,
-    concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.')] = 4,
+    concurrency: Annotated[int, typer.Option('--concurrency', '-j', help='Cases run at once.', min=1, max=1_000)] = 4,
     name: Annotated[str | None, typer.Option('--name', help="The eval's name in reports (default: its id).")] = None,
     model: ModelOpt = None,
     *,
@@ -69,8 +70,6 @@ def eval_(
     does not hold."""
     from .._evals._run import EvalError, load_dataset
 
-    if concurrency < 1:
-        raise fail('--concurrency must be at least 1')
     try:
         cases = load_dataset(dataset)
     except EvalError as exc:
@@ -78,9 +77,11 @@ def eval_(
     text = None
     if instructions is not None:
         try:
-            text = instructions.read_text()
+            text = instructions.read_text(encoding='utf-8')
         except OSError as exc:
             raise fail(f'cannot read {instructions}: {exc.strerror}') from None
+        except UnicodeDecodeError as exc:
+            raise fail(f'{instructions} is not UTF-8 text (byte {exc.start}): save it as UTF-8') from None
     h, choice = where.harness(model, opens_store=True)
     model_object = model_for(choice, announce=True)
     try:
@@ -112,11 +113,11 @@ def eval_(
         include_removed_cases=result.baseline is not None,
     )
     for line in result.summary():
-        console.print(escape(line), soft_wrap=True)
+        console.print(safe(line), soft_wrap=True)
     for case in result.cases:
         runs = ', '.join(short.get(run, run) for run in case.stats.run_ids) or 'no run'
         failed = f' · failed: {case.error}' if case.error else ''
-        console.print(f'  {escape(case.name)}: run {escape(runs)}{escape(failed)}', soft_wrap=True)
+        console.print(f'  {safe(case.name)}: run {safe(runs)}{safe(failed)}', soft_wrap=True)
     console.print(
         "[dim]a case's runs: harness show / trace / replay / fork RUN · compare a later eval: "
         f'--baseline {result.eval_id[:7]} · pay only for what changes: --reuse-calls {result.eval_id[:7]}'
@@ -130,7 +131,7 @@ def eval_(
 
 @app.command()
 def evals(
-    limit: Annotated[int, typer.Option('--limit', '-n', help='How many evals to list.')] = 20,
+    limit: Annotated[int, typer.Option('--limit', '-n', help='How many evals to list.', min=1, max=LIMIT_MAX)] = 20,
     as_json: JsonOpt = False,
     store: StoreOpt = None,
 ) -> None:
@@ -175,8 +176,8 @@ def evals(
         table.add_row(
             row['eval_id'][:7],
             when,
-            escape(row['dataset']),
-            escape(row['model'] or '–'),
+            safe(row['dataset']),
+            safe(row['model'] or '–'),
             cases,
             rate,
             calls,

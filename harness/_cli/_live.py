@@ -11,10 +11,10 @@ no number: it never got a place in the run's journal (its event's seq is 0).
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
 from .._records import CallEvent, progress_kind
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
+from ._safe_text import safe
 
 PROGRESS_CHARS = 200
 """A `log` line in the live view: its start (the run keeps up to 1,000 characters)."""
@@ -56,27 +56,27 @@ class LiveCalls:
         if event.kind == 'refused':
             if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
                 self.count += 1
-            call = escape(call_text(event.callee, event.arguments))
+            call = safe(call_text(event.callee, event.arguments))
             where = f'#{number} ' if number is not None else ''
-            self.console.print(f'  [yellow]⊘[/yellow] {where}{call} refused: {escape(event.error or "")}{tag}')
+            self.console.print(f'  [yellow]⊘[/yellow] {where}{call} refused: {safe(event.error or "")}{tag}')
         elif event.kind == 'skipped':
-            self.console.print(f'  [dim]– #{number} {escape(event.callee)} skipped: {escape(event.error or "")}[/dim]')
+            self.console.print(f'  [dim]– #{number} {safe(event.callee)} skipped: {safe(event.error or "")}[/dim]')
         elif event.kind == 'started':
             self.count += 1
-            call = escape(call_text(event.callee, event.arguments))
+            call = safe(call_text(event.callee, event.arguments))
             self.console.print(
-                f'  [cyan]→[/cyan] #{number} [bold]{escape(event.callee)}[/bold]{call[len(event.callee) :]}{tag}'
+                f'  [cyan]→[/cyan] #{number} [bold]{safe(event.callee)}[/bold]{call[len(event.callee) :]}{tag}'
             )
         elif event.kind == 'finished':
             took = f'{event.elapsed:.2f}s' if event.elapsed is not None else ''
-            result = escape(cut(literal(event.result), RESULT_CHARS))
-            self.console.print(f'  [green]✓[/green] #{number} {escape(event.callee)} [dim]{took}[/dim] → {result}{tag}')
+            result = safe(cut(literal(event.result), RESULT_CHARS))
+            self.console.print(f'  [green]✓[/green] #{number} {safe(event.callee)} [dim]{took}[/dim] → {result}{tag}')
         else:
-            error = escape(event.error or 'failed')
-            self.console.print(f'  [red]✗[/red] #{number} {escape(event.callee)}: {error}{tag}')
+            error = safe(event.error or 'failed')
+            self.console.print(f'  [red]✗[/red] #{number} {safe(event.callee)}: {error}{tag}')
 
     def progress(self, event: CallEvent) -> None:
-        text = escape(cut(str(event.arguments.get('text') or ''), PROGRESS_CHARS))
+        text = safe(cut(str(event.arguments.get('text') or ''), PROGRESS_CHARS))
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
         if progress_kind(event.call) == 'phase':
             self.console.print(f'  [bold magenta]▸ {text}[/bold magenta]{tag}')

@@ -91,13 +91,26 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
         pyproject = folder / 'pyproject.toml'
         if pyproject.is_file():
             try:
-                data = tomllib.loads(pyproject.read_text())
+                data = tomllib.loads(pyproject.read_text(encoding='utf-8'))
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(f'cannot read {pyproject}: {exc}') from None
-            section = data.get('tool', {}).get('harness', {})
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f'cannot read {pyproject}: it is not UTF-8 text (byte {exc.start})') from None
+            tool = data.get('tool', {})
+            section = tool.get('harness', {}) if isinstance(tool, dict) else None
+            if not isinstance(section, dict):
+                raise ConfigError(f'{pyproject}: [tool.harness] is a table, e.g. [tool.harness] then store = "..."')
             agents = section.get('agents', [])
             if isinstance(agents, str):
                 agents = [agents]
+            if not isinstance(agents, list) or not all(isinstance(a, str) for a in agents):
+                raise ConfigError(
+                    f'{pyproject}: [tool.harness] agents lists module:attribute strings, e.g. '
+                    'agents = ["myagents:reviewer"]'
+                )
+            for key in ('model', 'workspace'):
+                if section.get(key) is not None and not isinstance(section[key], str):
+                    raise ConfigError(f'{pyproject}: [tool.harness] {key} must be a string')
             tools = section.get('tools', [])
             tools = [tools] if isinstance(tools, str) else tools
             if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
@@ -158,9 +171,11 @@ def load_object(spec: str, *, search_path: Path | None = None, option: str = '--
         raise RegistrationError(
             f'{option} {spec!r}: {module_name!r} has a syntax error at line {exc.lineno}: {exc.msg}.'
         ) from None
-    except (Exception, SystemExit) as exc:  # the user's module ran and failed: say where, not a traceback
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's module ran and failed: say where, not a traceback
         raise RegistrationError(
-            f'{option} {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}'
+            f'{option} {spec!r}: importing {module_name!r} raised {type(exc).__name__}{message_of(exc)}'
         ) from None
     obj: Any = module
     for part in attr.split('.'):
@@ -168,6 +183,15 @@ def load_object(spec: str, *, search_path: Path | None = None, option: str = '--
             raise RegistrationError(f'{option} {spec!r}: module {module_name!r} has no attribute {attr!r}.')
         obj = getattr(obj, part)
     return obj
+
+
+def message_of(exc: BaseException) -> str:
+    """`: message` of an exception, or nothing when it has none or its `__str__` raises."""
+    try:
+        text = str(exc)
+    except Exception:
+        return ''
+    return f': {text}' if text else ''
 
 
 def merge_into(h: Harness, obj: Any, *, spec: str) -> list[str]:

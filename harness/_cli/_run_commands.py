@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
 from .._errors import WorkflowError
 from .._records import is_progress
 from ._live import LiveCalls
-from ._shared import Where, app, catalog_options, console, err, fail, interrupted, show_waiting
+from ._safe_text import safe, visible
+from ._shared import Where, app, catalog_options, console, err, fail, interrupted, load_json, show_waiting
 
 if TYPE_CHECKING:
     from .._check._estimate import Estimate
@@ -25,16 +25,19 @@ if TYPE_CHECKING:
 
 def read_script(script: Path) -> str:
     """The script's text; `-` reads it from standard input."""
-    if str(script) == '-':
-        return sys.stdin.read()
+    name = 'standard input' if str(script) == '-' else str(script)
     try:
-        return script.read_text(encoding='utf-8')
+        data = sys.stdin.buffer.read() if str(script) == '-' else script.read_bytes()
+        code = data.decode('utf-8-sig')  # a byte order mark some editors write is no part of the script
     except IsADirectoryError:
         raise fail(f'{script} is a directory: pass the workflow script file') from None
     except OSError as exc:
         raise fail(f'cannot read {script}: {exc.strerror}') from None
     except UnicodeDecodeError as exc:
-        raise fail(f'{script} is not UTF-8 text (byte {exc.start}): save the script as UTF-8') from None
+        raise fail(f'{name} is not UTF-8 text (byte {exc.start}): save the script as UTF-8') from None
+    if not code.strip():
+        raise fail(f'{name} is empty: write the workflow in it (its last expression is the result)')
+    return code
 
 
 def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
@@ -44,7 +47,7 @@ def parse_inputs(pairs: list[str] | None) -> dict[str, Any]:
         if not sep or not name.isidentifier():
             raise fail(f'--input {pair!r}: write it as name=JSON, e.g. --input files=\'["a.py"]\'')
         try:
-            inputs[name] = json.loads(raw)
+            inputs[name] = load_json(raw, f'--input {name}')
         except json.JSONDecodeError:
             inputs[name] = raw  # a bare string is the common case
     return inputs
@@ -72,7 +75,7 @@ def exec_(
             print(json.dumps(error, default=str))
             raise typer.Exit(1) from None
         if exc.printed:
-            console.print(escape(exc.printed), end='')
+            console.print(safe(exc.printed), end='')
         raise fail(message) from None
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         raise interrupted(exc) from None
@@ -94,13 +97,13 @@ def exec_(
         )
         return
     if result.printed:
-        console.print(escape(result.printed), end='')
+        console.print(safe(result.printed), end='')
     if result.status == 'waiting':
         show_waiting(result)
         return
     console.print_json(json.dumps(result.value, default=str))
     if result.note:
-        console.print(f'[yellow]note:[/yellow] {escape(result.note)}')
+        console.print(f'[yellow]note:[/yellow] {safe(result.note)}')
     calls = sum(1 for c in result.calls if not is_progress(c))  # log/phase are no calls
     console.print(f'[dim]run {result.run_id} · {calls} call(s)[/dim]')
 
@@ -130,18 +133,18 @@ def check(
     finally:
         h.close()
     if not report.ok:
-        console.print(escape(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
+        console.print(safe(report.errors.replace('workflow.py', str(script))), soft_wrap=True)
         raise typer.Exit(1)
     if mermaid and analysis is not None:
-        print(analysis.mermaid())
+        print(visible(analysis.mermaid()))
         return
     for warning in report.warnings:
-        console.print(f'[yellow]warning:[/yellow] {escape(str(script))}:{escape(warning)}', soft_wrap=True)
+        console.print(f'[yellow]warning:[/yellow] {safe(str(script))}:{safe(warning)}', soft_wrap=True)
     if analysis is not None:
-        console.print(escape(analysis.text()), soft_wrap=True)
+        console.print(safe(analysis.text()), soft_wrap=True)
     if (estimate or graph) and report.estimate is not None:
         print_estimate(report.estimate)
-    console.print(f'[green]ok[/green]: {script} type-checks against the catalog')
+    console.print(f'[green]ok[/green]: {safe(script)} type-checks against the catalog')
 
 
 def print_estimate(e: Estimate) -> None:
@@ -151,15 +154,15 @@ def print_estimate(e: Estimate) -> None:
     table = Table('callee', 'most calls', 'per call', 'worst case', 'price from', box=None, header_style='bold')
     for part in e.per_callee.values():
         table.add_row(
-            part.callee,
+            safe(part.callee),
             'unbounded' if part.calls is None else str(part.calls),
             usd(part.per_call, part.unpriced),
             usd(part.cost_usd, part.unpriced),
-            escape(part.source),
+            safe(part.source),
         )
     console.print(table)
     for reason in e.reasons:
-        console.print(f'[yellow]{escape(reason)}[/yellow]', soft_wrap=True)
+        console.print(f'[yellow]{safe(reason)}[/yellow]', soft_wrap=True)
     console.print(f'[bold]worst case: {e.worst_case}[/bold]')
 
 
@@ -183,7 +186,7 @@ def audit(
     if as_json:
         print(json.dumps(report.as_json(), indent=2, default=str))
     else:
-        console.print(escape(report.text()), soft_wrap=True)
+        console.print(safe(report.text()), soft_wrap=True)
 
 
 @app.command()
@@ -194,11 +197,11 @@ def agents(*, where: Where, plain: Annotated[bool, typer.Option('--plain', help=
     stubs = h.stubs()
     kinds = kinds_line(h)
     h.close()
-    err.print(f'[dim]{escape(kinds)}[/dim]', soft_wrap=True)  # stderr: stdout is the stubs, byte for byte
+    err.print(f'[dim]{safe(kinds)}[/dim]', soft_wrap=True)  # stderr: stdout is the stubs, byte for byte
     if plain or not console.is_terminal:
-        print(stubs, end='')
+        print(visible(stubs), end='')
     else:
-        console.print(Syntax(stubs, 'python', theme='ansi_dark', word_wrap=True))
+        console.print(Syntax(visible(stubs), 'python', theme='ansi_dark', word_wrap=True))
 
 
 def kinds_line(h: Harness) -> str:

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .._errors import WorkflowError
 from .._store import StoreError
 from .._ui._models import DEMO_NOTICE
 from ._live import LiveCalls
 from ._loading import find_project_config
-from ._shared import ModelOpt, Where, app, catalog_options, console, err, fail, model_for
+from ._safe_text import safe
+from ._shared import PORT_MAX, ModelOpt, Where, app, catalog_options, console, err, fail, model_for
 
 
 @app.command()
@@ -78,7 +78,9 @@ def chat(
 @app.command()
 @catalog_options
 def ui(
-    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).')] = 8765,
+    port: Annotated[
+        int, typer.Option('--port', '-p', help='Port on 127.0.0.1 (0: any free port).', min=0, max=PORT_MAX)
+    ] = 8765,
     model: ModelOpt = None,
     *,
     where: Where,
@@ -103,10 +105,9 @@ def ui(
     )
     url = f'http://127.0.0.1:{sock.getsockname()[1]}'
     if choice.demo:
-        console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+        console.print(f'[yellow]{safe(DEMO_NOTICE)}[/yellow]')
     console.print(
-        f'studio: {url}  [dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; '
-        'Ctrl-C stops it)[/dim]',
+        f'studio: {url}  [dim](model: {safe(choice.label)}; store: {safe(str(h.store_path))}; Ctrl-C stops it)[/dim]',
         soft_wrap=True,
     )
     try:
@@ -178,7 +179,7 @@ def worker(
     def ready() -> None:
         err.print(
             f'worker: {len(h.callees)} callees on task queue {task_queue!r} at {address} '
-            f'[dim](model: {escape(choice.label)}; store: {escape(str(h.store_path))}; Ctrl-C stops it)[/dim]',
+            f'[dim](model: {safe(choice.label)}; store: {safe(str(h.store_path))}; Ctrl-C stops it)[/dim]',
             soft_wrap=True,
         )
 
@@ -195,9 +196,12 @@ def worker(
 
 @app.command('temporal-dev')
 def temporal_dev(
-    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.')] = 7233,
+    port: Annotated[int, typer.Option('--port', '-p', help='Port on 127.0.0.1.', min=1, max=PORT_MAX)] = 7233,
     ui_port: Annotated[
-        int | None, typer.Option('--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).')
+        int | None,
+        typer.Option(
+            '--ui-port', help='Port of the Temporal Web UI on 127.0.0.1 (default: --port + 1000).', min=1, max=PORT_MAX
+        ),
     ] = None,
     headless: Annotated[bool, typer.Option('--headless', help='No Web UI.')] = False,
     db: Annotated[Path, typer.Option('--db', help='Where the server keeps its state.')] = Path('.harness/temporal.db'),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from .._store import RunStore, StoreError
 from .._ui._models import DEMO_NOTICE, ModelChoice, choose_model
+from ._last_resort import Edge
 from ._loading import ConfigError, find_project_config, load_object, merge_into, merge_tools, resolve_store
+from ._safe_text import SafeConsole, safe
 
 if TYPE_CHECKING:
     from .._engine import Harness
@@ -38,6 +39,7 @@ def show_version(value: bool) -> None:
 
 
 app = typer.Typer(
+    cls=Edge,  # no traceback ever: the last resort for what no command caught
     help='Let a model orchestrate sub-agents by writing typed Python, run in the Monty sandbox.',
     no_args_is_help=True,
     add_completion=False,
@@ -57,8 +59,8 @@ def main(
 
 # The CLI owns its output: pydantic-ai's first-run banner would land between prompt and live lines.
 os.environ.setdefault('PYDANTIC_AI_NO_BANNER', '1')
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = SafeConsole(highlight=False)  # what a script, a callee or the store wrote is shown, never obeyed
+err = SafeConsole(stderr=True, highlight=False)
 
 StoreOpt = Annotated[
     str | None,
@@ -81,10 +83,28 @@ ToolsOpt = Annotated[
 RootOpt = Annotated[Path | None, typer.Option('--root', help='Workspace root the file tools may read (default: .).')]
 ModelOpt = Annotated[str | None, typer.Option('--model', help='A pydantic-ai model string (else $HARNESS_MODEL).')]
 JsonOpt = Annotated[bool, typer.Option('--json', help='Print JSON instead (whole values).')]
+LIMIT_MAX = 1_000_000
+"""The most rows a listing (`runs`, `evals`) prints: a larger `--limit` is a usage error, not an overflow."""
+SEQ_MAX = 2**62
+"""The largest call number an option takes (a call's number is a SQLite INTEGER)."""
+PORT_MAX = 65_535
+
+
+def load_json(text: str, what: str) -> Any:
+    """`json.loads(text)` for an option's value; `json.JSONDecodeError` is the caller's to word, and a value too deep
+    or a number too long to hold is one line naming `what`."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise fail(f'{what}: the JSON is nested too deeply (keep it under a few hundred levels)') from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise fail(f'{what}: {exc}') from None
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f'[red]error:[/red] {escape(message)}', soft_wrap=True)  # unwrapped: one line stays one line
+    err.print(f'[red]error:[/red] {safe(message)}', soft_wrap=True)  # unwrapped: one line stays one line
     return typer.Exit(code)
 
 
@@ -123,6 +143,9 @@ class Where:
             except StoreError as exc:
                 h.close()
                 raise fail(str(exc)) from None
+            except OSError as exc:  # a path the system refuses outright (too long, ...)
+                h.close()
+                raise fail(f'cannot open the run store {h.store_path}: {exc.strerror or exc}') from None
         return h, choice
 
     def stored_run_harness(self, *, calls_models: bool = True, on_event: EventHandler | None = None) -> Harness:
@@ -183,6 +206,8 @@ def build(
     config = find_project_config()
     choice = choose_model(model, config_model=config.model, ask_server=calls_models)
     address = temporal or os.environ.get('HARNESS_TEMPORAL') or config.temporal
+    if address is not None:
+        check_address(address)
     h = Harness(
         store=resolve_store(where.store, config),
         temporal=address,
@@ -201,13 +226,27 @@ def build(
     return h, choice
 
 
+def check_address(address: str) -> None:
+    """A Temporal server's address is `host:port`; anything else is a `ConfigError` now, not the client's later."""
+    host, _, port = address.rpartition(':')
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in address):
+        raise ConfigError(
+            f'the Temporal address {address[:100]!r} is not host:port (e.g. 127.0.0.1:7233): fix --temporal, '
+            '$HARNESS_TEMPORAL or [tool.harness] temporal'
+        )
+
+
 def require_store(store: str | None) -> str:
     """The store path, or a one-line error if it does not exist (reading a run must not create a store)."""
     try:
         path = resolve_store(store)
     except ConfigError as exc:
         raise fail(str(exc)) from None
-    if path != ':memory:' and not Path(path).exists():
+    try:
+        exists = path == ':memory:' or Path(path).exists()
+    except OSError as exc:  # a path the system refuses outright (too long, ...)
+        raise fail(f'cannot open the run store {path}: {exc.strerror or exc}') from None
+    if not exists:
         raise fail(f'no run store at {path}: run a workflow first, or pass --store / set HARNESS_STORE.')
     return path
 
@@ -218,6 +257,8 @@ def open_store(store: str | None) -> RunStore:
         return RunStore(path)
     except StoreError as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f'cannot open the run store {path}: {exc.strerror or exc}') from None
 
 
 def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
@@ -226,10 +267,10 @@ def model_for(choice: ModelChoice, *, announce: bool = False) -> Any:
         from subagents.planner import demo_model
 
         if announce:
-            console.print(f'[yellow]{escape(DEMO_NOTICE)}[/yellow]')
+            console.print(f'[yellow]{safe(DEMO_NOTICE)}[/yellow]')
         return demo_model()
     if announce:
-        console.print(f'[dim]model: {escape(choice.label)}[/dim]')
+        console.print(f'[dim]model: {safe(choice.label)}[/dim]')
     return choice.model
 
 
@@ -249,7 +290,7 @@ def show_waiting(result: WorkflowResult) -> None:
         from .._check._plan import plan_text
 
         console.print(f'[magenta]run {result.run_id} waits for approval of its plan:[/magenta]')
-        console.print(escape(plan_text(result.plan.stored(), result.plan.code, lines=5)), soft_wrap=True)
+        console.print(safe(plan_text(result.plan.stored(), result.plan.code, lines=5)), soft_wrap=True)
         console.print(
             f'[dim]decide with: harness approve {result.run_id} | harness reject {result.run_id} --reason TEXT; '
             f'then: harness resume {result.run_id}[/dim]'
@@ -257,7 +298,7 @@ def show_waiting(result: WorkflowResult) -> None:
         return
     console.print(f'[magenta]run {result.run_id} waits for approval of:[/magenta]')
     for p in result.waiting:
-        console.print(f'  #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
+        console.print(f'  #{p.seq} [bold]{safe(p.callee)}[/bold]({safe(preview(p.arguments, 200))})')
     console.print(
         f'[dim]decide with: harness approve {result.run_id} [SEQ] | harness reject {result.run_id} SEQ '
         f'--reason TEXT; then: harness resume {result.run_id}[/dim]'

@@ -9,14 +9,16 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from .._errors import WorkflowError
 from .._records import RunRow, WorkflowResult
 from .._store import RunStore, StoreError, lookup
 from .._ui._runs import siblings_of, turn_of
 from ._live import LiveCalls
+from ._safe_text import safe, visible
 from ._shared import (
+    LIMIT_MAX,
+    SEQ_MAX,
     AgentsOpt,
     JsonOpt,
     RootOpt,
@@ -28,6 +30,7 @@ from ._shared import (
     err,
     fail,
     interrupted,
+    load_json,
     open_store,
     require_store,
     show_waiting,
@@ -66,7 +69,7 @@ def find_run(db: RunStore, run_id: str) -> RunRow:
 
 @app.command()
 def runs(
-    limit: Annotated[int, typer.Option('--limit', '-n', help='How many runs to list.')] = 20,
+    limit: Annotated[int, typer.Option('--limit', '-n', help='How many runs to list.', min=1, max=LIMIT_MAX)] = 20,
     status: Annotated[
         list[str] | None,
         typer.Option(
@@ -98,7 +101,13 @@ def show(
     run_id: RunIdArg,
     call: Annotated[
         int | None,
-        typer.Option('--call', '-k', help='Show call K whole: arguments, result, exception with its stack trace.'),
+        typer.Option(
+            '--call',
+            '-k',
+            help='Show call K whole: arguments, result, exception with its stack trace.',
+            min=1,
+            max=SEQ_MAX,
+        ),
     ] = None,
     as_json: JsonOpt = False,
     full: FullOpt = False,
@@ -123,7 +132,7 @@ def show(
         short = db.short_ids([r.run_id for r in siblings])
         problems = db.verify(run.run_id)
     if problems and not as_json:  # shown, but marked: what follows may not be what was written
-        err.print(f'[red]unverified:[/red] {escape(problems[0])}', soft_wrap=True)
+        err.print(f'[red]unverified:[/red] {safe(problems[0])}', soft_wrap=True)
     if call is not None:
         found = next((c for c in calls if c.seq == call), None)
         if found is None:
@@ -164,7 +173,7 @@ def show_plan(run: RunRow, *, lines: int | None = None) -> None:
         from .._check._plan import plan_text
 
         console.print(f'[magenta]plan of run {run.run_id}[/magenta] (what its approval allows):')
-        console.print(escape(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
+        console.print(safe(plan_text(stored, run.script, lines=lines)), soft_wrap=True)
 
 
 @app.command()
@@ -198,7 +207,7 @@ def trace(
         graph = graph_json(run, callees, calls)
         if graph['error']:
             raise fail(f'run {run.run_id} holds a script that does not parse; nothing to draw.')
-        print(graph['mermaid'])
+        print(visible(graph['mermaid']))
         return
     if as_json:
         print(json.dumps(spans, indent=2, default=str))
@@ -228,15 +237,18 @@ def rm(
 @app.command()
 def cancel(
     run_id: RunIdArg,
-    wait: Annotated[float, typer.Option('--wait', help='Seconds to wait for the run to stop.')] = 10.0,
+    wait: Annotated[float, typer.Option('--wait', help='Seconds to wait for the run to stop.', min=0)] = 10.0,
     store: StoreOpt = None,
 ) -> None:
     """Cancel a run that another process is running.
 
     It stops at its next pause, ends `interrupted`, and can be resumed (`harness resume RUN`).
     """
+    import math
     import time
 
+    if math.isnan(wait):
+        raise fail('--wait takes a number of seconds, e.g. --wait 30 (or --wait inf: until it stops)')
     with open_store(store) as db:
         run = find_run(db, run_id)
         if run.status != 'running':
@@ -285,7 +297,9 @@ def finish_run(
 @catalog_options
 def replay(
     run_id: RunIdArg,
-    from_seq: Annotated[int | None, typer.Option('--from', help='Start from the snapshot at call K.')] = None,
+    from_seq: Annotated[
+        int | None, typer.Option('--from', help='Start from the snapshot at call K.', min=0, max=SEQ_MAX)
+    ] = None,
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
     *,
@@ -322,11 +336,14 @@ def resume(
     for item in answer or []:
         seq, sep, raw = item.partition('=')
         try:
-            answers[int(seq)] = json.loads(raw)
+            number = int(seq)
+            answers[number] = load_json(raw, f'--answer {seq}')
         except ValueError:
-            raise fail(f'--answer {item!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
+            raise fail(f'--answer {item[:80]!r}: write it as SEQ=JSON, e.g. --answer 7=\'"refunded"\'') from None
         if not sep:
-            raise fail(f'--answer {item!r}: write it as SEQ=JSON')
+            raise fail(f'--answer {item[:80]!r}: write it as SEQ=JSON')
+        if not 1 <= number <= SEQ_MAX:
+            raise fail(f'--answer {item[:80]!r}: SEQ is a call of the run (1, 2, ...)')
     h = where.stored_run_harness(on_event=LiveCalls(console))
     finish_run(
         h,
@@ -341,7 +358,7 @@ def resume(
 @catalog_options
 def fork(
     run_id: RunIdArg,
-    at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).')],
+    at: Annotated[int, typer.Option('--at', help='The call to answer differently (1-based).', min=1, max=SEQ_MAX)],
     result: Annotated[str, typer.Option('--result', help='Its result, as JSON.')],
     recheck: RecheckOpt = False,
     accept_changes: AcceptOpt = False,
@@ -350,7 +367,7 @@ def fork(
 ) -> None:
     """A new run: calls before K from the journal, call K answered with RESULT, later calls live."""
     try:
-        value = json.loads(result)
+        value = load_json(result, '--result')
     except json.JSONDecodeError:
         raise fail(f'--result {result!r} is not JSON (a string needs quotes: --result \'"text"\')') from None
     h = where.stored_run_harness(on_event=LiveCalls(console))
@@ -371,10 +388,10 @@ def diff(run_id: RunIdArg, *, where: Where) -> None:
     finally:
         h.close()
     if not found:
-        console.print(f'[green]no changes[/green]: the catalog is the one run {escape(run_id)} ran against')
+        console.print(f'[green]no changes[/green]: the catalog is the one run {safe(run_id)} ran against')
         return
     for change in found:
-        console.print(f'- {escape(str(change))}')
+        console.print(f'- {safe(str(change))}')
     raise typer.Exit(1)
 
 
@@ -410,7 +427,7 @@ def pending(
             '[dim]decide with: harness approve RUN | harness reject RUN --reason TEXT; then: harness resume RUN[/dim]'
         )
     for p in found:
-        console.print(f'run {p.run_id} #{p.seq} [bold]{p.callee}[/bold]({escape(preview(p.arguments, 200))})')
+        console.print(f'run {safe(p.run_id)} #{p.seq} [bold]{safe(p.callee)}[/bold]({safe(preview(p.arguments, 200))})')
     if found:
         console.print(
             '[dim]decide with: harness approve RUN [SEQ] | harness reject RUN SEQ --reason TEXT; '
@@ -432,12 +449,12 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
     finally:
         h.close()
     if seqs == [PLAN_SEQ]:
-        done = 'it ended' if what == 'rejected' else f'run it with: harness resume {escape(run_id)}'
-        console.print(f'{what} the plan of run {escape(run_id)}; {done}')
+        done = 'it ended' if what == 'rejected' else f'run it with: harness resume {safe(run_id)}'
+        console.print(f'{what} the plan of run {safe(run_id)}; {done}')
         return
     console.print(
-        f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {escape(run_id)}; '
-        f'continue it with: harness resume {escape(run_id)}'
+        f'{what} call(s) {", ".join(f"#{s}" for s in seqs) or "none"} of run {safe(run_id)}; '
+        f'continue it with: harness resume {safe(run_id)}'
     )
 
 
@@ -445,7 +462,8 @@ def decide(run_id: str, act: Callable[[Harness], list[int]], what: str, store: s
 def approve(
     run_id: RunIdArg,
     seq: Annotated[
-        int | None, typer.Argument(help='The call to approve (default: every waiting call, or the plan).')
+        int | None,
+        typer.Argument(help='The call to approve (default: every waiting call, or the plan).', min=0, max=SEQ_MAX),
     ] = None,
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
     store: StoreOpt = None,
@@ -458,7 +476,9 @@ def approve(
 def reject(
     run_id: RunIdArg,
     reason: Annotated[str, typer.Option('--reason', help='Why: the script gets it as PermissionError.')],
-    seq: Annotated[int | None, typer.Argument(help='The call to reject (default: the plan the run waits for).')] = None,
+    seq: Annotated[
+        int | None, typer.Argument(help='The call to reject (default: the plan the run waits for).', min=0, max=SEQ_MAX)
+    ] = None,
     by: Annotated[str | None, typer.Option('--by', help='Who decides (default: your user name).')] = None,
     store: StoreOpt = None,
 ) -> None:

@@ -28,6 +28,7 @@ from .._records import SpanDict
 from .._tracing._setup import RECORDER
 from ._live import LiveCalls
 from ._markdown import Answer
+from ._safe_text import visible
 
 TOOL = 'run_workflow'
 FAILURE_LINES = 12
@@ -81,7 +82,7 @@ class TurnView:
         self.console.print(Text(f'script · attempt {attempt}', style='bold magenta'))
         self.console.print(
             Syntax(
-                code.rstrip('\n'),
+                visible(code.rstrip('\n')),
                 'python',
                 theme=self.code_theme,
                 line_numbers=True,
@@ -97,7 +98,7 @@ class TurnView:
                 f'\n… {len(lines) - FAILURE_LINES} more line(s)' if len(lines) > FAILURE_LINES else ''
             )
             self.console.print(f'[red]✗ attempt {attempt} failed; the model is told why:[/red]')
-            self.console.print(Text(shown, style='red'), soft_wrap=True)
+            self.console.print(Text(visible(shown), style='red'), soft_wrap=True)
         else:
             self.console.print(f'[green]✓ attempt {attempt} returned[/green]')
 
@@ -196,7 +197,7 @@ async def _stream_response(node: Any, run: Any, view: TurnView) -> None:
                     live = stack.enter_context(
                         Live(console=console, refresh_per_second=12, vertical_overflow='ellipsis')
                     )
-                live.update(Answer(text, code_theme=view.code_theme))
+                live.update(Answer(visible(text), code_theme=view.code_theme))
             text = text_of(stream.response.parts)
             if live is not None:
-                live.update(Answer(text, code_theme=view.code_theme), refresh=True)
+                live.update(Answer(visible(text), code_theme=view.code_theme), refresh=True)

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
@@ -24,6 +23,7 @@ from .._store import RunStore, Turn
 from .._ui._runs import exceptions_by_seq
 from .._ui._text import call_text, cut, literal
 from ._markdown import Answer
+from ._safe_text import safe, visible
 
 STATUS_STYLE = {
     'completed': 'green',
@@ -39,7 +39,7 @@ PREVIEW = 60
 
 def status_text(status: str) -> str:
     style = STATUS_STYLE.get(status, '')
-    return f'[{style}]{status}[/{style}]' if style else status
+    return f'[{style}]{status}[/{style}]' if style else safe(status)
 
 
 def when(created: float, *, short: bool = False) -> str:
@@ -108,7 +108,7 @@ def runs_table(
             f'{row.duration:.2f}s' if row.duration is not None else '',
             tokens,
             cost,
-            escape(text) + lineage,
+            safe(text) + lineage,
         )
     return table
 
@@ -125,7 +125,7 @@ def runs_blocks(rows: Sequence[RunRow], usage: dict[str, dict[str, Any]]) -> Ren
             facts.append(f'fork of {row.parent_run_id} at #{row.fork_at}')
         blocks.append(Text.from_markup(f'[bold]{row.run_id}[/bold]  ' + '  '.join(facts)))
         text = (row.prompt or row.script).rstrip()
-        blocks.append(Text('\n'.join('    ' + line for line in text.splitlines()), style='dim'))
+        blocks.append(Text('\n'.join('    ' + visible(line) for line in text.splitlines()), style='dim'))
     return Group(*blocks)
 
 
@@ -167,8 +167,8 @@ def show_run(
     if turn is not None:
         show_turn(console, run, turn, conversation, siblings, short, full=full)
     elif run.prompt:
-        console.print(f'[dim]prompt:[/dim] {escape(run.prompt)}')
-    console.print(Syntax(run.script, 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
+        console.print(f'[dim]prompt:[/dim] {safe(run.prompt)}')
+    console.print(Syntax(visible(run.script), 'python', line_numbers=True, theme='ansi_dark', word_wrap=True))
     show_calls(console, run, [c for c in calls if not is_progress(c)], exceptions_by_seq(spans), full=full)
     show_progress(console, [c for c in calls if is_progress(c)], full=full)
     if usage:
@@ -177,13 +177,13 @@ def show_run(
         console.print('[bold]value:[/bold]')
         console.print_json(json.dumps(run.value, default=str))
     elif run.error:
-        console.print(f'[red]error:[/red] {escape(run.error)}')
+        console.print(f'[red]error:[/red] {safe(run.error)}')
     if turn is not None:
         if turn.answer is not None:
             console.print(Text('orchestrator>', style='bold green'))
-            console.print(Answer(turn.answer if full else cut(turn.answer, 4_000)))
+            console.print(Answer(visible(turn.answer if full else cut(turn.answer, 4_000))))
         elif turn.status != 'completed':
-            console.print(f'[dim]the turn ended {turn.status}{": " + escape(turn.error) if turn.error else ""}[/dim]')
+            console.print(f'[dim]the turn ended {turn.status}{": " + safe(turn.error) if turn.error else ""}[/dim]')
         if turn.usage:
             console.print(f'[dim]orchestrator: {Totals.from_json(turn.usage).text()}[/dim]')
 
@@ -207,10 +207,10 @@ def show_turn(
             f'(`harness chat --continue {turn.conversation_id[:10]}`); before it:[/dim]'
         )
         for t in earlier[-3:] if not full else earlier:
-            console.print(f'[dim]  you> {escape(cut(t.prompt, 100))}[/dim]')
+            console.print(f'[dim]  you> {safe(cut(t.prompt, 100))}[/dim]')
             if t.answer:
-                console.print(f'[dim]  orchestrator> {escape(cut(" ".join(t.answer.split()), 100))}[/dim]')
-    console.print(f'[bold cyan]you>[/bold cyan] {escape(turn.prompt)}')
+                console.print(f'[dim]  orchestrator> {safe(cut(" ".join(t.answer.split()), 100))}[/dim]')
+    console.print(f'[bold cyan]you>[/bold cyan] {safe(turn.prompt)}')
     attempts = [r for r in siblings if r.run_id != run.run_id]
     if attempts:
         console.print(
@@ -242,15 +242,17 @@ def show_calls(
             text = f'{call_text(call.callee, call.arguments, PREVIEW)} -> {outcome}'
             table.add_row(
                 str(call.seq),
-                call.callee,
+                safe(call.callee),
                 str(call.line or ''),
                 call.status,
                 f'{call.duration:.2f}s' if call.duration is not None else '',
-                call.source + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
-                escape(cut(text, 160)),
+                safe(call.source) + (f' (attempt {call.attempt})' if call.attempt > 1 else ''),
+                safe(cut(text, 160)),
             )
             for exc in exceptions.get(call.seq, []):
-                table.add_row('', '', '', '', '', '', Text(f'raised {exc["type"]}: {exc["message"]}', style='red'))
+                table.add_row(
+                    '', '', '', '', '', '', Text(visible(f'raised {exc["type"]}: {exc["message"]}'), style='red')
+                )
         console.print(table)
         if exceptions:
             console.print('[dim]stack traces: harness show RUN --call K (or --full)[/dim]')
@@ -278,7 +280,7 @@ def show_progress(console: Console, rows: Sequence[CallRecord], *, full: bool) -
         )
     )
     for entry in shown:
-        text = escape(str(entry['text']))
+        text = safe(str(entry['text']))
         mark = f'[bold magenta]▸ {text}[/bold magenta]' if entry['kind'] == 'phase' else f'[dim]│[/dim] {text}'
         console.print(f'  [dim]#{entry["seq"]}[/dim] {mark}')
     if dropped:
@@ -296,7 +298,7 @@ def show_call(console: Console, run: RunRow, call: CallRecord, spans: Sequence[S
 def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequence[dict[str, str]]) -> None:
     """One call whole (`show --call K`, and each call of `show --full`), with the exceptions its span recorded."""
     console.print(
-        f'[bold]#{call.seq} {escape(call.callee)}[/bold]  {status_text(call.status)}'
+        f'[bold]#{call.seq} {safe(call.callee)}[/bold]  {status_text(call.status)}'
         f'  [dim]run {run.run_id}, line {call.line or "?"}, {call.source}'
         + (f', attempt {call.attempt}' if call.attempt > 1 else '')
         + (f', {call.duration:.3f}s' if call.duration is not None else '')
@@ -308,10 +310,10 @@ def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequ
         console.print('[bold]result:[/bold]')
         console.print_json(json.dumps(call.result, default=str))
     elif call.error:
-        console.print(f'[bold]the script saw:[/bold] [red]{escape(call.error)}[/red]')
+        console.print(f'[bold]the script saw:[/bold] [red]{safe(call.error)}[/red]')
     for exc in exceptions:
-        console.print(f'[bold]raised:[/bold] [red]{escape(exc["type"])}: {escape(exc["message"])}[/red]')
-        console.print(Text(exc.get('stacktrace', '').rstrip(), style='dim'))
+        console.print(f'[bold]raised:[/bold] [red]{safe(exc["type"])}: {safe(exc["message"])}[/red]')
+        console.print(Text(visible(exc.get('stacktrace', '').rstrip()), style='dim'))
 
 
 def footer_lines(
@@ -327,12 +329,12 @@ def footer_lines(
         totals.add(Totals.from_json(usage[run_id]))
     names = [short.get(r.run_id, r.run_id) + ('' if r.status == 'completed' else f' ({r.status})') for r in rows]
     line = f'run {", ".join(names)} · {calls} call(s)'
-    lines = [f'[dim]{escape(line)}[/dim]']
+    lines = [f'[dim]{safe(line)}[/dim]']
     costs = []
     if not totals.empty:
         costs.append(f'sub-agents {totals.text()}')
     if orchestrator is not None and not orchestrator.empty:
         costs.append(f'orchestrator {orchestrator.requests} request(s), {orchestrator.text()}')
     if costs:
-        lines.append(f'[dim]{escape(" · ".join(costs))}[/dim]')
+        lines.append(f'[dim]{safe(" · ".join(costs))}[/dim]')
     return lines

@@ -5,8 +5,9 @@ build step), the JSON API it uses (shapes in `_studio._views`, the chat stream i
 actions (approve, reject, resume, replay, fork), which call the same `Harness` methods as the CLI and answer
 with the run they made. It is for the person at this machine: it listens on loopback only, accepts only
 `Host: 127.0.0.1` or `localhost` (a web page elsewhere cannot reach it by DNS rebinding) and only JSON
-bodies on POST (which a page elsewhere cannot send without a CORS preflight, never answered here). It
-closes the Harness only after the requests it cancelled at shutdown have ended (`Answering`), so a resume cut
+bodies on POST (which a page elsewhere cannot send without a CORS preflight, never answered here). What a
+client may send, and how slowly, is bounded (`_limits`: a body's size, nesting and time, a request head's
+time). It closes the Harness only after the requests it cancelled at shutdown have ended (`Answering`), so a resume cut
 short still records how its run stopped.
 """
 
@@ -36,6 +37,8 @@ from .._store import StoreError
 from .._store._approvals import plans_waiting
 from .._ui._runs import call_json
 from ._chat import Chat, problem
+from ._limits import BodyLimits, Limits
+from ._limits import config as server_config
 from ._views import API_VERSION, RUN_STATUSES, conversation_page, pending_of, plan_json, run_page, runs_page
 
 ASSETS = Path(__file__).with_name('static')
@@ -58,9 +61,13 @@ class Refused(Exception):
         self.status, self.error, self.message, self.extra = status, error, message, extra
 
 
-def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False, notice: str = '') -> Starlette:
+def create_app(
+    harness: Any, *, model: Any, model_label: str, demo: bool = False, notice: str = '', limits: Limits | None = None
+) -> Starlette:
     """The studio over `harness` (its store and catalog), chatting on `model` (a pydantic-ai model or model
-    string). The caller owns the Harness; the app only closes its sandbox workers when it shuts down."""
+    string), taking from clients what `limits` allow (`serve` serves it within them). The caller owns the Harness;
+    the app only closes its sandbox workers when it shuts down."""
+    limits = limits or Limits()
     chat = Chat(harness, model, model_label)
 
     def store() -> Any:
@@ -241,12 +248,14 @@ def create_app(harness: Any, *, model: Any, model_label: str, demo: bool = False
         middleware=[
             Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, 'localhost']),
             Middleware(SecurityHeaders),
+            Middleware(BodyLimits, limits=limits),
             Middleware(OneLineErrors),
             Middleware(Answering, tasks=answering),
         ],
         exception_handlers={Refused: refused, WorkflowError: workflow_error, StoreError: store_error},
         lifespan=lifespan,
     )
+    app.state.limits = limits
     return app
 
 
@@ -363,7 +372,7 @@ async def json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     try:
         body = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # `BodyLimits` refused deeper nesting already
         raise Refused(400, 'invalid_request', 'the body is not JSON.') from None
     if not isinstance(body, dict):
         raise Refused(400, 'invalid_request', 'the body must be a JSON object.')
@@ -409,8 +418,8 @@ def listen(port: int) -> socket.socket:
 
 
 def serve(app: Starlette, sock: socket.socket) -> None:
-    """Serve until Ctrl-C (or SIGTERM); streams still open get a few seconds to finish."""
+    """Serve until Ctrl-C (or SIGTERM), within the app's `Limits`; streams still open get a few seconds to finish."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level='warning', access_log=False, timeout_graceful_shutdown=5, lifespan='on')
-    uvicorn.Server(config).run(sockets=[sock])
+    settings = server_config(app, app.state.limits, timeout_graceful_shutdown=5, lifespan='on')
+    uvicorn.Server(settings).run(sockets=[sock])
