@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
+import re
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from harness import Harness, WorkflowTypeError
+from tools.workspace import Workspace, WorkspaceError, compile_glob
 
 # -- the script's parse on the host ---------------------------------------------------------------------------------
 
@@ -78,3 +84,99 @@ async def test_a_checking_worker_killed_with_sigkill_is_replaced_before_the_next
         report = await h.acheck(code)
         assert report.ok == (code != 'z: int = "x"'), report.errors
     assert (await h.run('await ping(i=4)')).value == 4
+
+
+# -- the workspace tools' matching ----------------------------------------------------------------------------------
+
+FREEZE = r"""
+import sys, time
+from pathlib import Path
+from tools.workspace import Workspace
+root = Path(sys.argv[1])
+(root / ('a' * 60)).write_text('x' * 60 + '\n')
+(root / 'sub').mkdir()
+(root / 'sub' / ('b' * 60 + '.txt')).write_text('y\n')
+ws = Workspace(root)
+started = time.perf_counter()
+print(ws.list_files('*' * 40 + 'x'), ws.list_files('**/' * 30 + '*' * 30 + 'q'), ws.search_text('(x+x+)+y'),
+      ws.search_text('z', glob='*' * 40 + 'x'), ws.list_files('*a*a*a*a*a*a*a*a*a*a*a'), flush=True)
+print(round(time.perf_counter() - started, 3))
+"""
+
+
+def test_no_glob_or_search_pattern_backtracks(tmp_path: Path) -> None:
+    """On main each of these ran Python's `re` into catastrophic backtracking with the GIL held: the host froze at
+    100% CPU and no timeout in the process could stop it. Run in a subprocess, so main's freeze is a failed test."""
+    done = subprocess.run(
+        [sys.executable, '-c', FREEZE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, 'PYTHONPATH': os.pathsep.join(sys.path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    found, took = done.stdout.splitlines()
+    assert found == f"[] [] [] [] ['{'a' * 60}']"
+    assert float(took) < 2.0
+
+
+def test_a_search_pattern_re2_cannot_run_is_refused_saying_why(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    for pattern in (r'(a)\1', r'(?<=a)b', r'x(?!y)'):
+        with pytest.raises(WorkspaceError, match='no lookarounds or backreferences'):
+            ws.search_text(pattern)
+    (tmp_path / 'f.txt').write_text('Def main\n')
+    assert [m['line'] for m in ws.search_text(r'(?i)^def\s+\w+$')] == [1]
+
+
+def _oracle(pattern: str) -> re.Pattern[str]:
+    """The regular expression main translated a glob to (its semantics, which the new matcher keeps), but for a
+    negated class, which matched a `/` there (`[!a]` is `[^/a]` here, as in pathlib)."""
+    out: list[str] = []
+    segments = pattern.split('/')
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == '**':
+            out.append('.*' if last else '(?:[^/]+/)*')
+            continue
+        i = 0
+        while i < len(segment):
+            char = segment[i]
+            if char == '*':
+                out.append('[^/]*')
+            elif char == '?':
+                out.append('[^/]')
+            elif char == '[' and (end := segment.find(']', i + (2 if segment[i + 1 : i + 2] in '!]' else 1))) > 0:
+                body = segment[i + 1 : end]
+                negate = body.startswith('!')
+                escaped = ''.join('\\' + c if c in '\\[]^&~|' else c for c in (body[1:] if negate else body))
+                out.append('[' + ('^/' if negate else '') + escaped + ']')
+                i = end
+            else:
+                out.append(re.escape(char))
+            i += 1
+        if not last:
+            out.append('/')
+    return re.compile(''.join(out), re.DOTALL)
+
+
+def test_the_glob_matcher_agrees_with_the_globs_it_replaced() -> None:
+    """Seeded random globs and paths over a small alphabet: the linear matcher says what main's regex said."""
+    rng = random.Random(25)
+    pieces = ['a', 'b', '.', '*', '?', '[ab]', '[!a]', '[a-b]', '**', '/']
+    letters = 'ab.'
+    agreed = 0
+    for _ in range(4_000):
+        pattern = (
+            '/'.join(s for s in ''.join(rng.choice(pieces) for _ in range(rng.randint(1, 7))).split('/') if s) or '*'
+        )
+        if any(s != '**' and '**' in s for s in pattern.split('/')):
+            pattern = pattern.replace('**', '*')
+        path = '/'.join(
+            ''.join(rng.choice(letters) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 4))
+        )
+        expected = _oracle(pattern).fullmatch(path) is not None
+        assert bool(compile_glob(pattern).fullmatch(path)) == expected, (pattern, path)
+        agreed += expected
+    assert agreed > 200  # the sample holds matches, not only misses
