@@ -180,3 +180,100 @@ def test_the_glob_matcher_agrees_with_the_globs_it_replaced() -> None:
         assert bool(compile_glob(pattern).fullmatch(path)) == expected, (pattern, path)
         agreed += expected
     assert agreed > 200  # the sample holds matches, not only misses
+
+
+# -- whatever a callee raises ---------------------------------------------------------------------------------------
+
+
+class UnreadableMessage(Exception):
+    def __str__(self) -> str:
+        raise ValueError('SECRET in __str__')
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise SystemExit('SECRET in __str__')
+
+    def __repr__(self) -> str:
+        raise SystemExit('SECRET in __repr__')
+
+
+RAISED: dict[str, Callable[[], BaseException]] = {
+    'SystemExit': lambda: SystemExit('SECRET exit'),  # argparse's way out
+    'KeyboardInterrupt': lambda: KeyboardInterrupt('SECRET interrupt'),
+    'CancelledError': lambda: asyncio.CancelledError('SECRET cancel'),
+    'GeneratorExit': lambda: GeneratorExit('SECRET generator'),
+    'UnreadableMessage': UnreadableMessage,
+    'Unprintable': Unprintable,
+}
+
+
+def _raising(h: Harness, how: str, make: Callable[[], BaseException], expose: bool) -> None:
+    if how == 'sync tool':
+
+        @h.tool(name='boom', expose_errors=expose)
+        def boom_sync() -> int:
+            raise make()
+
+    elif how == 'tool awaiting a thread':
+
+        def in_thread() -> int:
+            raise make()
+
+        @h.tool(name='boom', expose_errors=expose)
+        async def boom_thread() -> int:
+            return await asyncio.to_thread(in_thread)
+
+    else:
+
+        @h.subagent(name='boom', expose_errors=expose)
+        async def boom_agent() -> int:
+            raise make()
+
+
+@pytest.mark.parametrize('expose', [False, True], ids=['hidden', 'exposed'])
+@pytest.mark.parametrize('how', ['sync tool', 'tool awaiting a thread', 'sub-agent'])
+@pytest.mark.parametrize('kind', RAISED)
+def test_whatever_a_callee_raises_is_its_failure_and_the_harness_runs_on(
+    make_harness: Callable[..., Harness], kind: str, how: str, expose: bool
+) -> None:
+    """On main 9 of these escaped raw (SystemExit and KeyboardInterrupt broke the Harness for every later run, some
+    carried the secret without expose_errors): the script gets an exception it can catch, named by its type."""
+    h = make_harness()
+    _raising(h, how, RAISED[kind], expose)
+
+    @h.tool
+    def ok() -> int:
+        return 7
+
+    result = h.run_sync('try:\n    await boom()\nexcept Exception as e:\n    x = str(e)\nx')
+    readable = expose and kind not in ('UnreadableMessage', 'Unprintable')
+    expected = f'boom failed with {kind}'
+    if readable:
+        expected += f': {RAISED[kind]()}'
+    elif expose:
+        expected += ' (its message could not be read)'
+    assert result.value == expected
+    assert ('SECRET' in result.value) == readable
+    (call,) = result.calls
+    assert (call.status, call.error) == ('error', expected)
+    assert h.run_sync('await ok()').value == 7  # the same Harness, the next run
+
+
+async def test_the_hosts_own_cancellation_of_a_run_is_still_a_cancellation(
+    make_harness: Callable[..., Harness],
+) -> None:
+    h = make_harness()
+    started = asyncio.Event()
+
+    @h.tool
+    async def slow() -> int:
+        started.set()
+        await asyncio.Event().wait()
+        return 1
+
+    run = asyncio.ensure_future(h.run('await slow()'))
+    await started.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
