@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import Harness, WorkflowTypeError
+from harness import Harness, WorkflowRuntimeError, WorkflowTypeError
 from tools.workspace import Workspace, WorkspaceError, compile_glob
 
 # -- the script's parse on the host ---------------------------------------------------------------------------------
@@ -277,3 +277,65 @@ async def test_the_hosts_own_cancellation_of_a_run_is_still_a_cancellation(
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
+
+
+# -- the join helpers' internals ------------------------------------------------------------------------------------
+
+INTERNAL_CALLS = [
+    'await __race__(kind="x", need="a", members=[])',
+    'await __race__(kind="x", need=1, members=5)',
+    'await __race__()',
+    'await __race__(kind="x", need=10**30, members=[])',
+    'await __race__(kind="x", need=1, members=[1, 2])',
+    'await __race_won__(race=99, index=0)',
+    'await __race_won__(race="a", index=0)',
+    'r = await __race__(kind="x", need=1, members=[])  # type: ignore\nawait __race_won__(race=r, index=5)',
+    'await __deadline__(seconds="x", members=[])',
+    'await __deadline__(seconds=1, members=[])',
+    'await __deadline__(seconds=float("nan"), members=["x"])',
+    '__progress__(kind="x", text=5)',
+    'await __join__("first_of", "a", [])',
+    'await __join__("first_of", 1, [1])',
+    'await __member__(1, 2, ping(i=1))',
+]
+"""9 of these raised a raw ValueError, TypeError, KeyError, IndexError or RuntimeError from the host on main."""
+
+
+@pytest.mark.parametrize('code', INTERNAL_CALLS)
+def test_the_join_helpers_internals_are_refused_by_name_and_never_raise_raw(
+    make_harness: Callable[..., Harness], code: str
+) -> None:
+    code += '  # type: ignore'
+    name = re.search(r'__\w+__', code.splitlines()[-1])[0]  # type: ignore[index]
+    for type_check in (True, False):
+        h = make_harness(type_check=type_check)
+
+        @h.tool
+        async def ping(*, i: int) -> int:
+            return i
+
+        if type_check:
+            with pytest.raises(WorkflowTypeError, match=f'`{name}` is internal to the script helpers'):
+                h.run_sync(code)
+        else:
+            with pytest.raises(WorkflowRuntimeError) as raised:
+                h.run_sync(code)
+            assert 'The script raised an error' in raised.value.message
+        assert h.run_sync('await first_of(ping(i=1), ping(i=2))').value in (1, 2)
+
+
+def test_a_join_given_what_it_cannot_use_is_a_type_error_in_the_script(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness()
+
+    @h.tool
+    async def ping(*, i: int) -> int:
+        return i
+
+    for code, message in [
+        ('await within("x", ping(i=1))  # type: ignore', 'within(): seconds must be a number, not str'),
+        ('await within(float("nan"), ping(i=1))', 'within(): seconds must be a number, not NaN'),
+        ('await quorum(-1, ping(i=1))', 'quorum(): the number of calls needed must be a whole number'),
+    ]:
+        caught = h.run_sync(f'try:\n    {code}\nexcept TypeError as e:\n    x = str(e)\nx').value
+        assert caught.startswith(message)
+    assert h.run_sync('await within(1e308, ping(i=3))').value == 3
