@@ -378,8 +378,13 @@ def callee_from_function(
             kwargs[context_param] = ctx
         if is_async:
             return await fn(**kwargs)
-        # A sync host tool must not block the event loop that drives every other call.
-        return await asyncio.to_thread(fn, **kwargs)
+        # A sync host tool must not block the event loop that drives every other call. What it raises comes back
+        # as a value and is raised here: a GeneratorExit set on the thread's future would be thrown into the top of
+        # the awaiting task, past every handler of the dispatcher that makes it the callee's failure.
+        value, raised = await asyncio.to_thread(_boxed, fn, kwargs)
+        if raised is not None:
+            raise raised
+        return value
 
     return Callee(
         name=resolved,
@@ -390,6 +395,14 @@ def callee_from_function(
         invoke=invoke,
         blocking=not is_async,
     )
+
+
+def _boxed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """`fn(**kwargs)` on a worker thread: its value, or whatever it raised, as a value."""
+    try:
+        return fn(**kwargs), None
+    except BaseException as exc:
+        return None, exc
 
 
 def check_rules(callees: Mapping[str, Callee]) -> None:

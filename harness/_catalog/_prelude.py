@@ -16,6 +16,9 @@ refused call) that its checker does not know.
 
 JOIN_HELPERS = frozenset({'settled', 'settle_all', 'Settled', 'first_of', 'quorum', 'within'})
 HELPER_NAMES = JOIN_HELPERS | {'log', 'phase'}
+INTERNAL_NAMES = frozenset({'__race__', '__race_won__', '__deadline__', '__member__', '__join__', '__progress__'})
+"""The helpers' own internals (the host functions they call, and the functions they are written with): a script
+that names one is refused by the checker, and a call of a host function from the script's own code is a NameError."""
 
 HELPERS_SOURCE = """\
 import asyncio

@@ -26,13 +26,13 @@ call at run time.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .._catalog._rules import Access, After
 from ._flow import DRAWN, Context, Walker, max_calls
+from ._parse import parse_script
 from ._refusals import unfollowable
 
 
@@ -283,9 +283,10 @@ def analyze(
 ) -> Analysis:
     """Analyse `code` against a catalog: its callee names, their rules and which have side effects.
 
-    Raises `SyntaxError` for a script that does not parse (the type check reports it first).
+    Raises `SyntaxError` for a script that does not parse (the type check reports it first), `ScriptTooComplex`
+    (a `WorkflowTypeError`) for one past the host's limits (`_parse`).
     """
-    tree = ast.parse(code)
+    tree = parse_script(code)
     walker = Walker(tree, frozenset(callees), dict(requires or {}))
     flow = walker.run()
     sites = [_site(callee, line, context) for callee, line, context in flow.nodes]

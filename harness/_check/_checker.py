@@ -127,6 +127,34 @@ SESSION_USES = 64
 """A checking session is replaced after this many checks: ty's context grows with each one."""
 MAX_CHECKERS = 2
 """Checking sessions per stubs text; checks beyond that wait (ty is CPU-bound: more would not help)."""
+TIMED_OUT = re.compile(r'request timeout of (?P<secs>[\d.]+ ?s)')
+"""The pool killing a worker that ran past its request timeout (pydantic-monty 1.4.0's message)."""
+CRASHED = 'workflow.py:1:1: error[check-failed] the type checker stopped'
+"""A report's errors when the checker's worker died under the script twice (not cached: it may not recur)."""
+
+
+OUT_OF_MEMORY = 'exceeded its memory limit and was terminated'
+"""The worker's end when ty ran out of its memory (pydantic-monty 1.4.0's message, as a runtime error)."""
+
+
+def too_big() -> str:
+    """The report of a check that ran out of the checking worker's memory."""
+    return (
+        'workflow.py:1:1: error[check-memory] the type check of this script ran out of memory, so nothing ran: '
+        'deeply nested expressions (calls inside calls, such as dict(dict(...))) make the checker grow; give '
+        'inner parts names'
+    )
+
+
+def timed_out(message: str) -> str:
+    """The report of a check that ran past the pool's request timeout (ty is slow on some nestings)."""
+    m = TIMED_OUT.search(message)
+    took = f' in {m["secs"]}' if m else ''
+    return (
+        f'workflow.py:1:1: error[check-timeout] the type check of this script did not finish{took}, so nothing ran: '
+        'deeply nested code (functions inside functions, calls or lists inside each other) makes the checker slow; '
+        'give inner parts names and build large values in loops'
+    )
 
 
 LONG_STRING = 100
@@ -216,7 +244,7 @@ class Checker:
         try:
             report = await self._check(stubs, code)
         finally:
-            self.cache.settle(key, report)
+            self.cache.settle(key, None if report is None or report.errors.startswith(CRASHED) else report)
         return report
 
     async def _check(self, stubs: str, code: str) -> CheckReport:
@@ -224,26 +252,36 @@ class Checker:
         if refused:
             return failed_report(with_hints('\n'.join(refused), code, stubs))
         async with self._slot():
-            for attempt in range(2):
-                session = await self._take(stubs)
+            crash: Exception | None = None
+            for fresh in (False, True):  # an idle session's worker may have died since: the retry is a new one
+                session = await self._take(stubs, fresh=fresh)
                 try:
                     await session.session.feed_run(wrap(code), print_callback=lambda *_: None)
                 except (monty.MontyTypingError, monty.MontySyntaxError) as exc:
                     self._give_back(stubs, session)
                     return failed_report(with_hints(script_messages(exc.display()), code, stubs))
                 except monty.MontyRuntimeError as exc:
+                    if OUT_OF_MEMORY in str(exc):  # ty ran out of the worker's memory: the worker is gone
+                        await session.close()
+                        return failed_report(too_big())
                     # Defining the wrapper runs nothing, so this is the parser refusing a construct.
                     self._give_back(stubs, session)
                     return failed_report(with_hints(unsupported_syntax(exc.display()), code, stubs))
-                except monty.MontyError:
-                    # The wrapper only defines a function, so anything else is the session's fault.
+                except (monty.MontyError, RuntimeError) as exc:
+                    # The wrapper only defines a function, so anything else is the session's end: its worker
+                    # was killed (from outside, or by the pool for running past its time) or crashed, or its
+                    # checkout was finished under it (pydantic-monty raises a plain RuntimeError then).
                     await session.close()
-                    if attempt:
-                        raise
+                    crash = exc
+                    if TIMED_OUT.search(str(exc)):
+                        return failed_report(timed_out(str(exc)))
                     continue
                 self._give_back(stubs, session)
                 return CheckReport(ok=True)
-        raise AssertionError('unreachable')
+        return failed_report(
+            f'{CRASHED} on this script twice, in a fresh worker too ({type(crash).__name__}); '
+            'simplify the script, or retry.'
+        )
 
     def _slot(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -253,11 +291,12 @@ class Checker:
                 slot = self._slots[loop] = asyncio.Semaphore(MAX_CHECKERS)
         return slot
 
-    async def _take(self, stubs: str) -> _Session:
+    async def _take(self, stubs: str, *, fresh: bool = False) -> _Session:
+        """An idle checking session for `stubs`, or (`fresh`, or none idle) a new one."""
         await self.pool.ensure_open()
         with self._lock:
             idle = self._idle.get(stubs)
-            if idle:
+            if idle and not fresh:
                 return idle.pop()
         session = _Session(self.pool.checker(stubs))
         await session.open()
@@ -265,7 +304,7 @@ class Checker:
 
     def _give_back(self, stubs: str, session: _Session) -> None:
         session.uses += 1
-        if session.uses >= SESSION_USES:
+        if session.uses >= SESSION_USES or not session.alive:  # a worker that died is replaced, not kept
             _close_later(session)
             return
         with self._lock:
@@ -297,6 +336,11 @@ class _Session:
 
     async def open(self) -> None:
         self._session = await self.checkout.__aenter__()
+
+    @property
+    def alive(self) -> bool:
+        """Whether its worker still runs, as far as the pool knows (it forgets the worker once it ended)."""
+        return self._session is not None and self._session.worker_pid is not None
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):  # a crashed worker is already gone; the pool replaces it

@@ -15,6 +15,8 @@ import keyword
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from .._errors import WorkflowTypeError
+from ._parse import parse_script
 from ._refusals import refusals
 from ._scopes import Scopes
 
@@ -43,7 +45,7 @@ def lint(code: str, functions: Iterable[str] = ()) -> list[str]:
     """What ty accepts but the sandbox cannot run, or what would hide the script's calls from the analysis
     (`functions`: the names the stubs define, which the script must not rebind), as diagnostics in ty's format."""
     try:
-        tree = ast.parse(code)
+        tree = parse_script(code)
     except SyntaxError:
         return []  # ty reports it
     found = [
@@ -167,8 +169,8 @@ class _Context:
     @functools.cached_property
     def tree(self) -> ast.Module:
         try:
-            return ast.parse(self.code)
-        except SyntaxError:
+            return parse_script(self.code)
+        except (SyntaxError, WorkflowTypeError):
             return ast.Module(body=[], type_ignores=[])
 
     def at(self, lineno: int) -> _Context:

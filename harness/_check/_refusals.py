@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from .._catalog._prelude import HELPER_NAMES, JOIN_HELPERS
+from .._catalog._prelude import HELPER_NAMES, INTERNAL_NAMES, JOIN_HELPERS
 from ._scopes import Scopes
 
 RUN_TIME_CODE = frozenset({'eval', 'exec'})
@@ -64,12 +64,36 @@ def refusals(tree: ast.Module, scopes: Scopes, functions: set[str]) -> list[tupl
     found += [
         (
             node,
+            f'`{name}` is internal to the script helpers and cannot be used in a script: '
+            'call first_of, quorum, within, log or phase instead',
+        )
+        for node in ast.walk(tree)
+        if (name := _name_of(node)) in INTERNAL_NAMES
+    ]
+    found += [
+        (
+            node,
             f'`{name}` is {_kind_of(name)}: '
             f'{_binding(node)} here would hide its calls from the checks; use another name',
         )
         for name, node in scopes.bindings_of(functions)
     ]
     return _in_order(found)
+
+
+def _name_of(node: ast.AST) -> str | None:
+    """The name `node` uses or binds, if it is a name (a variable, a function or class, a parameter, an import)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.alias):
+        return node.asname or node.name
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
 
 
 def _kind_of(name: str) -> str:

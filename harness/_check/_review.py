@@ -21,19 +21,22 @@ from .._catalog._stubs import render_inputs
 from .._errors import WorkflowTypeError
 from .._sandbox._values import NotPlainData, plain
 from ._analysis import Analysis, analyze
-from ._checker import Checker, CheckReport
+from ._checker import Checker, CheckReport, failed_report
 from ._estimate import Estimate, estimate
+from ._parse import ScriptTooComplex, bound_script
 from ._plan import ReviewPlan, ReviewPolicy, meets, plan_of
 
 T = TypeVar('T')
 
 
 def script_text(code: str) -> None:
-    """A script must be text the sandbox, the checker and the store can all hold."""
+    """A script must be text the sandbox, the checker and the store can all hold, within the host's parse limits
+    (`_parse`: its size and nesting; `ScriptTooComplex`, a `WorkflowTypeError`, names the limit)."""
     try:
         plain(code)
     except NotPlainData as exc:
         raise WorkflowTypeError(f'The script is not valid text: it holds {exc.type_name}. Nothing ran.') from None
+    bound_script(code)
 
 
 class Review(Registry):
@@ -53,7 +56,10 @@ class Review(Registry):
     async def acheck(self, code: str, *, inputs: Mapping[str, Any] | None = None) -> CheckReport:
         """Type check `code` against the catalog without running any of it, then check it against the
         catalog's rules (`warnings`; errors with `strict=True`); an ok report has its worst case (`estimate`)."""
-        script_text(code)
+        try:
+            script_text(code)
+        except ScriptTooComplex as exc:
+            return failed_report(exc.diagnostic())
         report = await self._checker.check(self.stubs() + render_inputs(inputs or {}), code)
         if not report.ok:
             return report
@@ -69,7 +75,7 @@ class Review(Registry):
     def analyze(self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None) -> Analysis:
         """What `code` can do, before anything runs: every call it can make, where, and the rules
         some path of it can break (an upper bound; see `Analysis`). Raises `SyntaxError` if it does
-        not parse."""
+        not parse, `ScriptTooComplex` (a `WorkflowTypeError`) past the host's limits of size and nesting."""
         self.stubs()  # validates the rules
         return analyze(
             code,

@@ -25,7 +25,6 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 from pydantic import BaseModel
-from pydantic_ai.exceptions import UsageLimitExceeded
 
 from .._agent._usage import collecting_call
 from .._catalog._callees import Callee, WrongReturn, validate_arguments
@@ -56,11 +55,12 @@ from .._tracing._names import (
     ATTR_STATUS,
     call_span_name,
 )
-from .._tracing._setup import TRACER, record_exception
+from .._tracing._setup import TRACER
 from ._budget import BudgetSpent
 from ._context import CallContext, RunScope
 from ._cost import CostSpent, call_cost
 from ._counters import Counters
+from ._failures import callee_error_message, cancelled_by_host, record_failure
 from ._history import History, answered, charged
 from ._recorded import current as recorded_calls
 from ._sources import Grant, Hold, answer_sources, ask, remember
@@ -70,9 +70,6 @@ MAX_WITHHELD = 1_000
 """Budget refusals one fan-out may make; past that the script is stopped once the calls within the budget
 finish. Each refused call still costs the sandbox a pause: a gather of 100,000 past a budget of 50 would
 otherwise spend half a minute being refused."""
-
-# Exceptions whose message is written for the caller and holds nothing of the host.
-SAFE_MESSAGE_TYPES: tuple[type[BaseException], ...] = (UsageLimitExceeded,)
 
 
 class Dispatcher:
@@ -490,11 +487,18 @@ class Dispatcher:
         self.emit('skipped', record)
 
     async def execute(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
-        async with AsyncExitStack() as limits:  # the run's cap, then the callee's
-            for semaphore in (self.semaphore, self.callee_semaphores.get(callee.name)):
-                if semaphore is not None:
-                    await limits.enter_async_context(semaphore)
-            return await self.run_one(callee, arguments, record)
+        try:
+            async with AsyncExitStack() as limits:  # the run's cap, then the callee's
+                for semaphore in (self.semaphore, self.callee_semaphores.get(callee.name)):
+                    if semaphore is not None:
+                        await limits.enter_async_context(semaphore)
+                return await self.run_one(callee, arguments, record)
+        except GeneratorExit as exc:  # a future the callee awaited held one: the task throws it in here (`_failures`)
+            error = RuntimeError(callee_error_message(callee, exc))
+            if record.status == 'error':  # `run_one`, closed on the way, failed it with the close's own GeneratorExit
+                record.error = str(error)
+                return {'exception': error}
+            return self.fail(record, time.perf_counter(), error)
 
     async def run_one(self, callee: Callee, arguments: BaseModel, record: CallRecord) -> Outcome:
         ctx = CallContext(
@@ -505,7 +509,10 @@ class Dispatcher:
             try:
                 value = callee.returns.check(await callee.invoke(arguments, ctx, self.scope))
                 plain = to_plain(value, callee.returns.dump)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:
+                if not cancelled_by_host():  # the callee's own: its failure, like any other exception
+                    record_failure(exc)
+                    return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
                 if record.status == 'running':  # not dropped by a join, which set its own status
                     record.status, record.error = 'cancelled', 'cancelled: the script ended without waiting for it'
                     record.duration = time.perf_counter() - started
@@ -520,8 +527,8 @@ class Dispatcher:
                         f'{callee.name} returned {exc.type_name}, which cannot cross into the sandbox as plain data'
                     ),
                 )
-            except Exception as exc:
-                record_exception(exc)  # the operator's record: type, message, stack trace (the script gets none)
+            except BaseException as exc:  # SystemExit (argparse), KeyboardInterrupt, GeneratorExit too (`_failures`)
+                record_failure(exc)  # the operator's record: type, message, stack trace (the script gets none)
                 return self.fail(record, started, RuntimeError(callee_error_message(callee, exc)))
             finally:  # what the call cost settles its dollar reservation, before its result is journaled
                 self.scope.cost.ended(self.run_id, record, call_cost(callee, used))
@@ -568,11 +575,3 @@ class Dispatcher:
         if self.on_event is None:
             return
         self.on_event(CallEvent(kind, self.run_id, record))
-
-
-def callee_error_message(callee: Callee, exc: BaseException) -> str:
-    """What the script sees of a callee's failure: the callee and the error type, not the message."""
-    message = f'{callee.name} failed with {type(exc).__name__}'
-    if callee.expose_errors or isinstance(exc, SAFE_MESSAGE_TYPES):
-        message += f': {exc}'
-    return message

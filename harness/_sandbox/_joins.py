@@ -15,6 +15,7 @@ their status), so replay and resume reproduce the same outcome without running a
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from collections.abc import Callable
@@ -26,6 +27,38 @@ from .._records import Outcome
 
 HOST_FUNCTIONS = frozenset({'__race__', '__race_won__', '__deadline__'})
 MEMBER = re.compile(r'^<coroutine external_future\((\d+)\)>$')
+MAX_NEED = 1_000_000
+"""A race needs at most this many successes (no gather holds more members: `max_suspensions`)."""
+
+
+class JoinMisuse(TypeError):
+    """A join helper's host function called with arguments the helpers never pass: the script's TypeError."""
+
+
+def internal_call(name: str) -> NameError:
+    """What a script that calls a helper's host function itself gets (the checker refuses it by name first)."""
+    return NameError(f'{name} is internal to the join helpers: call first_of, quorum or within instead')
+
+
+def _text(kwargs: dict[str, Any], key: str) -> str:
+    value = kwargs.get(key)
+    if not isinstance(value, str):
+        raise JoinMisuse(f'the join helpers pass {key}= as a string, not {type(value).__name__}')
+    return value
+
+
+def _count(kwargs: dict[str, Any], key: str) -> int:
+    value = kwargs.get(key)
+    if not isinstance(value, int) or not 0 <= value <= MAX_NEED:
+        raise JoinMisuse(f'the join helpers pass {key}= as a whole number from 0 to {MAX_NEED:,}')
+    return int(value)
+
+
+def _members(kwargs: dict[str, Any], key: str) -> list[str]:
+    value = kwargs.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise JoinMisuse(f'the join helpers pass {key}= as a list of strings')
+    return value
 
 
 @dataclass
@@ -48,11 +81,29 @@ class Joins:
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
 
     def answer(self, name: str, kwargs: dict[str, Any]) -> Outcome:
+        """The host's answer to one of the helpers' host functions; `JoinMisuse` (nothing journaled) for arguments
+        the helpers never pass, which only a script calling the helpers' internals could (`__join__("x", "a", [])`)."""
         if name == '__race__':
-            return self.race(str(kwargs['kind']), int(kwargs['need']), self.members(kwargs['members']))
+            kind, members = _text(kwargs, 'kind'), _members(kwargs, 'members')
+            need = kwargs.get('need')
+            if not isinstance(need, int) or not 0 <= need <= MAX_NEED:  # quorum(k, ...) as the script wrote it
+                raise JoinMisuse(f'{kind}(): the number of calls needed must be a whole number from 0 to {MAX_NEED:,}')
+            return self.race(kind, int(need), self.members(members))
         if name == '__race_won__':
-            return self.race_won(int(kwargs['race']), int(kwargs['index']))
-        return self.deadline(float(kwargs['seconds']), self.members(kwargs['members'])[0])
+            number, index = _count(kwargs, 'race'), _count(kwargs, 'index')
+            race = self.races.get(number) or self.recover(number)
+            if race is None or not 0 <= index < len(race.members):
+                raise JoinMisuse(f'__race_won__: there is no member {index} of a race {number}')
+            return self.race_won(race, number, index)
+        if set(kwargs) != {'seconds', 'members'}:
+            raise JoinMisuse('__deadline__ takes seconds= and members=')
+        seconds, members = kwargs['seconds'], _members(kwargs, 'members')
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or math.isnan(seconds):
+            shown = 'NaN' if isinstance(seconds, float) else type(seconds).__name__
+            raise JoinMisuse(f'within(): seconds must be a number, not {shown}')
+        if len(members) != 1:
+            raise JoinMisuse('__deadline__ takes one member')
+        return self.deadline(float(seconds), self.members(members)[0])
 
     def members(self, shown: list[str]) -> list[int | None]:
         seqs = []
@@ -69,8 +120,7 @@ class Joins:
         self.races[number] = Race(kind, need, members)
         return outcome
 
-    def race_won(self, number: int, index: int) -> Outcome:
-        race = self.races.get(number) or self.recover(number)
+    def race_won(self, race: Race, number: int, index: int) -> Outcome:
         outcome = self.dispatcher.host_value(
             'join:won', {'race': number, 'index': index}, lambda: self.rank(race, index), int, int
         )
@@ -90,9 +140,11 @@ class Joins:
             return race.won
         return sum(1 for other in race.members if other is not None and order.get(other, len(order)) < order[me])
 
-    def recover(self, number: int) -> Race:
-        """A race opened before the snapshot this run restarted from, rebuilt from the journal."""
-        opened = next(r for r in self.dispatcher.calls if r.callee == 'join:race' and r.result == number)
+    def recover(self, number: int) -> Race | None:
+        """A race opened before the snapshot this run restarted from, rebuilt from the journal (None: no such race)."""
+        opened = next((r for r in self.dispatcher.calls if r.callee == 'join:race' and r.result == number), None)
+        if opened is None:
+            return None
         won = sum(1 for r in self.dispatcher.calls if r.callee == 'join:won' and r.arguments.get('race') == number)
         args: dict[str, Any] = opened.arguments
         race = self.races[number] = Race(str(args['kind']), int(args['need']), list(args['members']), won)

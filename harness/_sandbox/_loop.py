@@ -23,7 +23,7 @@ import pydantic_monty as monty
 from .._dispatch._dispatcher import Dispatcher
 from .._errors import BudgetExceeded, RunWaiting, WorkflowRuntimeError
 from .._records import Checkpoint, Outcome, Pending, PendingCall
-from ._joins import HOST_FUNCTIONS, Joins
+from ._joins import HOST_FUNCTIONS, JoinMisuse, Joins, internal_call
 from ._progress import PROGRESS_FUNCTION, Progress
 from ._values import NotPlainData, plain
 
@@ -94,8 +94,13 @@ class ScriptLoop:
             if name == PROGRESS_FUNCTION:  # log()/phase(): synchronous, so answered with the value itself
                 return await snap.resume(self.progress.answer(dict(snap.kwargs)))
             if name in HOST_FUNCTIONS:  # the join helpers asking the host
+                if snap.position.filename == SCRIPT_FEED:  # the script itself, not a helper: refused by name
+                    return await snap.resume({'exception': internal_call(name)})
                 kwargs = dict(snap.kwargs)
-                outcome = self.joins.answer(name, kwargs)
+                try:
+                    outcome = self.joins.answer(name, kwargs)
+                except JoinMisuse as exc:  # a helper's internal called with what the helpers never pass
+                    return await snap.resume({'exception': exc})
                 seq = len(self.dispatcher.calls)  # the journal record it just wrote
                 self.answered(
                     PendingCall(call_id=snap.call_id, seq=seq, callee=name, arguments=kwargs, line=None), outcome
