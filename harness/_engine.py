@@ -125,6 +125,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             what it cost after; a call that does not fit, or whose ceiling is not known, is refused (`_cost`).
         daily_cost: `{budget key: USD}` per UTC day, kept in the store and shared by every process using it; a run
             spends a key's with `run(budget_key=...)` (`orchestrator(budget_key=...)`).
+        conversation_cost: USD over every turn of one conversation (pydantic-ai's `conversation_id`), kept in the
+            store and shared by every process using it, reserved and settled as `daily_cost` is.
     """
 
     def __init__(
@@ -157,6 +159,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         review: ReviewPolicy | None = None,
         max_cost: float | None = None,
         daily_cost: Mapping[str, float] | None = None,
+        conversation_cost: float | None = None,
     ) -> None:
         self._settings = Settings(
             store_path=store,
@@ -186,6 +189,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             review=review,
             max_cost=max_cost,
             daily_cost=frozen(daily_cost),
+            conversation_cost=conversation_cost,
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -222,7 +226,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """The state one orchestrator run shares across its scripts: one budget, its dollar budgets, deps, usage."""
         budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
         price = functools.partial(call_ceiling, limits=self.sub_agent_usage_limits)
-        cost = dollar_budgets(self.settings, self.store, budget_key, price)
+        cost = dollar_budgets(self.settings, self.store, budget_key, price, kwargs.get('conversation_id'))
         return RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, budget=budget, cost=cost, **kwargs)
 
     async def run(
@@ -361,7 +365,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         owner = owner or this_process()
         if plan.mode == 'resume' and (held := self.plan_held(plan)) is not None:  # its plan is not approved yet
             return held
-        scope = self.new_scope(budget_key=plan.run.budget_key)  # (before the run is taken: its key may be refused)
+        # (before the run is taken: its key may be refused)
+        scope = self.new_scope(budget_key=plan.run.budget_key, conversation_id=plan.run.conversation_id)
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:

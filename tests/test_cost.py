@@ -248,3 +248,86 @@ async def test_a_resumed_run_spends_the_daily_budget_of_the_key_it_was_started_w
     finally:
         second.close()
     assert done.value == 2 and done.cost_usd == pytest.approx(0.4)
+
+
+def test_two_processes_in_one_conversation_never_spend_past_its_conversation_cost(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`conversation_cost` is a window in the store over every turn of one conversation: two processes each running a
+    turn of it at once (a 40-way gather each) never pass it between them, and what the store counts spent is what
+    their calls' usage costs."""
+    store, limit = str(tmp_path / 'runs.db'), 0.03
+    Harness(store=store).close()
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    children = [
+        spawn([sys.executable, str(WORKER), 'conversation', store, 'conv-1', str(limit), '40'], env=env)
+        for _ in range(2)
+    ]
+    for child in children:
+        assert child.expect('ready') == 'ready'
+    for child in children:
+        child.send('go')
+    answers = [json.loads(child.finish().splitlines()[-1]) for child in children]
+    db = sqlite3.connect(store)
+    spent, reserved = db.execute("SELECT spent, reserved FROM spend WHERE budget_key = 'conv-1'").fetchone()
+    costs = [row for row in db.execute("SELECT arguments_json, cost_usd FROM calls WHERE status = 'ok'")]
+    conversations = {row[0] for row in db.execute('SELECT conversation_id FROM runs')}
+    db.close()
+    assert conversations == {'conv-1'}
+    assert spent <= limit + 1e-9 and reserved == pytest.approx(0.0)
+    assert len(costs) >= math.floor(limit / CEILING)
+    assert spent == pytest.approx(sum(priced(int(json.loads(arguments)['task'])) for arguments, _ in costs))
+    assert all('The conversation cost budget (conversation_cost=$0.0300) has $' in a for a in answers)
+
+
+async def test_a_conversation_cost_holds_across_turns_and_a_new_conversation_starts_fresh(tmp_path: Path) -> None:
+    """Turn 1 spends $0.40 of conversation_cost=$0.50; turn 2 of the same conversation (its history carries the id)
+    is refused its first call, told what is left; another conversation has its own $0.50. A direct `run` (of no
+    conversation) is not bound by it."""
+    script = (
+        'sent = 0\nfor i in range(2):\n    try:\n        await send(to=str(i))\n        sent += 1\n'
+        '    except PermissionError as e:\n        print(e)\nsent'
+    )
+    sys.path.insert(0, str(WORKER.parent))
+    from cost_worker import turn_model
+
+    h = Harness(store=str(tmp_path / 'runs.db'), conversation_cost=0.5, tracing=False)
+    try:
+
+        @h.tool(cost=0.2)
+        def send(*, to: str) -> str:
+            """Send a message."""
+            return to
+
+        agent = h.orchestrator(turn_model(script))
+        first = await agent.run('send two')
+        second = await agent.run('send two more', message_history=first.all_messages())
+        assert second.conversation_id == first.conversation_id
+        other = await agent.run('send two')
+        assert h.store is not None
+        assert h.store.spend_of(first.conversation_id, 'conversation') == pytest.approx((0.4, 0.0))
+        assert h.store.spend_of(other.conversation_id, 'conversation') == pytest.approx((0.4, 0.0))
+        direct = await h.run(script)
+    finally:
+        h.close()
+    assert first.output == '2' and other.output == '2'
+    assert (
+        'The conversation cost budget (conversation_cost=$0.5000) has $0.1000 left; a call of send can cost up to '
+        '$0.2000, so it was not run (it cost nothing).'
+    ) in second.output
+    assert "'result': 0" in second.output
+    assert direct.value == 2
+
+
+@pytest.mark.parametrize(
+    ('options', 'message'),
+    [
+        ({'conversation_cost': -1.0}, r'conversation_cost must be 0 or more USD \(None: no limit\), not -1.0'),
+        ({'conversation_cost': 'five'}, r"conversation_cost must be 0 or more USD \(None: no limit\), not 'five'"),
+        ({'conversation_cost': 1.0, 'store': None}, r'conversation_cost is kept in the run store: give the Harness'),
+        ({'max_cost': -0.5}, r'max_cost must be 0 or more USD'),
+    ],
+)
+def test_the_dollar_settings_are_validated(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Harness(tracing=False, **options)

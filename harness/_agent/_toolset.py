@@ -73,9 +73,13 @@ def printed_section(printed: str) -> str:
     return f'\n\nPrinted before the failure:\n{text}'
 
 
-def dollars(max_cost: float | None, daily: bool) -> str | None:
+def dollars(max_cost: float | None, daily: bool, conversation: float | None = None) -> str | None:
     """The dollar budgets a conversation's scripts spend, as the tool description names them."""
-    named = [*([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []), *(['a daily budget'] * daily)]
+    named = [
+        *([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []),
+        *(['a daily budget'] * daily),
+        *([f'conversation_cost=${conversation:g} over this conversation'] if conversation is not None else []),
+    ]
     return ' and '.join(named) or None
 
 
@@ -93,6 +97,9 @@ class WorkflowHost(Protocol):
 
     @property
     def max_cost(self) -> float | None: ...
+
+    @property
+    def conversation_cost(self) -> float | None: ...
 
     @property
     def max_repeats(self) -> int | None: ...
@@ -148,7 +155,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             max_tool_calls=h.max_tool_calls,
             max_repeats=h.max_repeats,
             access=self.access,
-            dollars=dollars(h.max_cost, self.budget_key is not None),
+            dollars=dollars(h.max_cost, self.budget_key is not None, h.conversation_cost),
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
