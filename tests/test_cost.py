@@ -331,3 +331,31 @@ async def test_a_conversation_cost_holds_across_turns_and_a_new_conversation_sta
 def test_the_dollar_settings_are_validated(options: dict[str, Any], message: str) -> None:
     with pytest.raises(UserError, match=message):
         Harness(tracing=False, **options)
+
+
+def test_a_budget_refusal_tells_the_model_the_scripts_worst_case(tmp_path: Path) -> None:
+    """An uncaught refusal of `max_cost` (or of a call budget) ends `run_workflow`; what the model reads then holds the
+    script's estimate, per callee the most calls and the most they cost, unpriced and unbounded said so, so it can
+    write a smaller script."""
+    sys.path.insert(0, str(WORKER.parent))
+    from cost_worker import turn_model
+
+    loop = 'out = []\nfor i in range(10):\n    out.append(await summarize(task=str(i)))\nout'
+    h = build(str(tmp_path / 'runs.db'), max_cost=2 * CEILING)
+    h.add_agent(Agent(FunctionModel(lambda _m, _i: ModelResponse(parts=[TextPart('x')])), name='helper'))
+    try:
+        priced_out = h.orchestrator(turn_model(loop)).run_sync('summarize ten').output
+        forever = "await helper(task='x')\nwhile True:\n    await summarize(task='1')"
+        unpriced_out = h.orchestrator(turn_model(forever)).run_sync('go').output
+    finally:
+        h.close()
+    assert 'The script stopped because a call budget ran out' in priced_out
+    assert 'The cost budget (max_cost=$0.0030) has' in priced_out
+    assert (
+        'The worst case of that script, from its static bounds (before it ran):\nworst case: $0.0150\n'
+        '  summarize: 10 calls x $0.0015 (gpt-4o (genai-prices)) = $0.0150\n'
+        'Write a smaller script: fewer calls (a literal bound on each loop), each within what is left.'
+    ) in priced_out
+    assert 'cannot reserve a call of helper' in unpriced_out
+    assert '  helper: 1 call x unpriced (' in unpriced_out and '  summarize: unbounded x $0.0015' in unpriced_out
+    assert 'helper: unpriced: ' in unpriced_out and 'summarize: unbounded calls' in unpriced_out

@@ -11,7 +11,7 @@ every script of one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Protocol, cast
 
@@ -23,9 +23,11 @@ from typing_extensions import TypedDict
 
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
+from .._check._estimate import Estimate
+from .._check._plan import estimate_section
 from .._dispatch._context import RunScope
 from .._dispatch._effects import resumed_by_turn
-from .._errors import BudgetExceeded, WorkflowError
+from .._errors import BudgetExceeded, PlanRejected, WorkflowError
 from .._records import CallRecord, EventHandler, WorkflowResult, preview
 from .._sandbox._pool import SandboxLimits
 from .._store import RunStore
@@ -111,6 +113,10 @@ class WorkflowHost(Protocol):
     def callees(self) -> Mapping[str, Callee]: ...
 
     def stubs(self) -> str: ...
+
+    def estimate(
+        self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
+    ) -> Estimate: ...
 
     def new_scope(self, **kwargs: Any) -> RunScope: ...
 
@@ -201,8 +207,10 @@ class WorkflowToolset(AbstractToolset[Any]):
             else:
                 result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:
-            # Not a retry: a retry cannot succeed once the budget is spent.
-            return self.failure(exc)
+            # Not a retry: a retry cannot succeed once the budget is spent. The script's worst case helps write less.
+            return self.failure(exc) + self.worst_case(tool_args.get('code'), ran=True)
+        except PlanRejected as exc:
+            raise ModelRetry(self.failure(exc) + self.worst_case(tool_args.get('code'), ran=False)) from None
         except WorkflowError as exc:
             raise ModelRetry(self.failure(exc)) from None
         finally:
@@ -238,6 +246,17 @@ class WorkflowToolset(AbstractToolset[Any]):
         if result.plan is not None:  # held for review (`Harness(review=...)`): approving the call approves the plan
             metadata['plan'] = {'code': result.plan.code, **result.plan.stored()}
         return ApprovalRequired(metadata=metadata)
+
+    def worst_case(self, code: object, *, ran: bool) -> str:
+        """The script's estimate (`Harness.estimate`) as the model reads it after a budget or a person refused it:
+        per callee the most calls and the most they cost, unbounded and unpriced said so ('' if it cannot say)."""
+        if not isinstance(code, str):
+            return ''
+        try:
+            found = self.harness.estimate(code, allow=self.access.allow, deny=self.access.deny)
+        except Exception:  # (a script that does not parse has no estimate; its error says why)
+            return ''
+        return estimate_section(found.text(), ran=ran)
 
     def failure(self, exc: WorkflowError) -> str:
         """What the model reads of a failed script: the message, the completed results, what it printed."""
