@@ -32,7 +32,7 @@ from ._check._plan import ReviewPolicy
 from ._check._review import Review, script_text
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
-from ._dispatch._cost import dollar_budgets
+from ._dispatch._cost import dollar_budgets, settler
 from ._dispatch._dispatcher import Dispatcher
 from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
@@ -345,7 +345,9 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """Run one journaled call of a run another engine drives, its arguments validated again, its span and
         outcome (in `record`) as the embedded engine makes them; the caller journals the outcome."""
         callee = self._callees[record.callee]
-        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits)
+        ceiling = call_ceiling(callee, self.sub_agent_usage_limits).usd  # what its advance reserved, if anything
+        cost = settler(self.settings, self.store, ceiling)  # its dollar cost settles here, from its usage
+        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, cost=cost)
         dispatcher = self._dispatcher(run_id, scope, access, None, Journal(self.store, run_id))
         await dispatcher.run_one(callee, validate_arguments(callee, record.arguments), record)
 

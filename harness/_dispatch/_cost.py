@@ -212,6 +212,8 @@ class CostBudget:
         lost = row is not None and row.status == 'running' and row.cost_usd is None and row.callee == callee.name
         if lost and (run_id, record.seq) not in self.rerun:  # (not counted already, before its snapshot)
             self.count(row, callee, run_id)
+        if lost and history is not None and history.in_flight(record.seq):
+            return  # not lost: its activity runs it on Temporal, and settles the ceiling it holds (`Settler`)
         try:
             if history is not None and history.mode == 'replay':
                 self.follow(run_id, record, callee, history)
@@ -242,6 +244,8 @@ class CostBudget:
         row = history.calls.get(record.seq) if history is not None else None
         journaled = row is not None and row.callee == record.callee  # (a cost it does not know: its ceiling)
         self.ended(run_id, record, row.cost_usd if row is not None and journaled else 0.0)
+        if row is not None and journaled and record.cost_usd is None:  # settled elsewhere (a Temporal activity)
+            record.cost_usd = row.cost_usd
 
     def ended(self, run_id: str, record: CallRecord, cost: float | None) -> None:
         """A reserved call ended: settled to `cost` (None: its ceiling), journaled with its result."""
@@ -295,17 +299,31 @@ def dollar_budgets(
     return CostBudget(settings.max_cost, daily, price, conversation)
 
 
-def settle_elsewhere(
-    store: RunStore | None, run_id: str, record: CallRecord, cost: float | None, ceiling: float | None
-) -> None:
-    """A call another process admitted (a Temporal worker's `call` activity ran it) ended: journaled at what it cost
-    (None: unknown, its `ceiling`), and the holds of it on the store's windows settled to that."""
-    settled = cost if cost is not None else ceiling
-    if settled is None:
-        return
-    record.cost_usd = settled
-    if store is not None:
-        store.settle_spend(run_id, record.seq, settled)
+@dataclass
+class Settler(CostBudget):
+    """The dollar budgets of a call another process admitted (a Temporal worker's `call` activity runs it; the
+    `advance` that admitted it reserved its ceiling): nothing is reserved here, and when the call ends it is journaled
+    at what it cost (unknown: its `ceiling_usd`) and its holds on the store's windows are settled to that. Settles
+    nothing when the Harness has no dollar budget (`settling`), as the embedded engine then settles nothing."""
+
+    store: RunStore | None = None
+    ceiling_usd: float | None = None
+    settling: bool = False
+
+    def ended(self, run_id: str, record: CallRecord, cost: float | None) -> None:
+        settled = cost if cost is not None else self.ceiling_usd
+        if not self.settling or settled is None:
+            return
+        record.cost_usd = settled
+        self.spent += settled
+        if self.store is not None:
+            self.store.settle_spend(run_id, record.seq, settled)
+
+
+def settler(settings: Settings, store: RunStore | None, ceiling: float | None) -> Settler:
+    """What settles a call run for another process (`Settler`), under `settings`' dollar budgets."""
+    budgets = settings.max_cost is not None or bool(settings.daily_cost) or settings.conversation_cost is not None
+    return Settler(store=store, ceiling_usd=ceiling, settling=budgets)
 
 
 def refusal(budget: str, callee: str, ceiling: float, left: float) -> str:

@@ -128,6 +128,7 @@ class Steps:
             try:
                 if store.get_run(start.run_id) is None:
                     scope = h.new_scope(
+                        budget_key=start.budget_key,
                         prompt=start.prompt,
                         orchestrator_run_id=start.orchestrator_run_id,
                         conversation_id=start.conversation_id,
@@ -374,6 +375,7 @@ async def run_on_temporal(
         prompt=scope.prompt,
         orchestrator_run_id=scope.orchestrator_run_id,
         conversation_id=scope.conversation_id,
+        budget_key=scope.cost.daily.key if scope.cost.daily is not None else None,
         seen=sorted(scope.seen),
         queues=dict(harness.task_queues),
     )
