@@ -310,7 +310,8 @@ async def test_a_conversation_cost_holds_across_turns_and_a_new_conversation_sta
         direct = await h.run(script)
     finally:
         h.close()
-    assert first.output == '2' and other.output == '2'
+    dollars = "'dollars': '$0.4000 spent in this run; this conversation: $0.4000 spent, $0.0000 reserved of $0.5000'"
+    assert first.output == other.output == "{'result': 2, " + dollars + '}'  # the turn's dollars, for the model
     assert (
         'The conversation cost budget (conversation_cost=$0.5000) has $0.1000 left; a call of send can cost up to '
         '$0.2000, so it was not run (it cost nothing).'
@@ -359,3 +360,90 @@ def test_a_budget_refusal_tells_the_model_the_scripts_worst_case(tmp_path: Path)
     assert 'cannot reserve a call of helper' in unpriced_out
     assert '  helper: 1 call x unpriced (' in unpriced_out and '  summarize: unbounded x $0.0015' in unpriced_out
     assert 'helper: unpriced: ' in unpriced_out and 'summarize: unbounded calls' in unpriced_out
+
+
+PAID_TOOLS = """\
+import asyncio
+
+from harness import Harness
+
+h = Harness(store=None)
+first_done = asyncio.Event()
+
+
+@h.tool(cost=0.2)
+async def fetch(*, key: str) -> str:
+    \"\"\"Fetch a key.\"\"\"
+    first_done.set()
+    return key
+
+
+@h.tool(cost=0.3)
+async def fetch_after(*, key: str) -> str:
+    \"\"\"Fetch a key once fetch has.\"\"\"
+    await first_done.wait()
+    return key
+"""
+
+
+def test_ask_shows_what_each_call_cost_and_the_turns_dollars(tmp_path: Path, cli: Any, monkeypatch: Any) -> None:
+    """`harness ask` under `[tool.harness] max_cost`: a call's line says what it settled to, and while other calls
+    still hold reservations the turn's dollars with them; the turn's footer says what it spent of max_cost."""
+    from test_cli import scripted
+
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
+
+    code = "import asyncio\nawait asyncio.gather(fetch_after(key='b'), fetch(key='a'))"
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code}, tool_call_id='call_1')])
+        return ModelResponse(parts=[TextPart(f'fetched: {getattr(messages[-1].parts[-1], "content", "")}')])
+
+    monkeypatch.setattr(
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nagents = ["paid:h"]\nmax_cost = 1.0\n')
+    (tmp_path / 'paid.py').write_text(PAID_TOOLS)
+    done = cli(['ask', 'fetch a and b'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=160)
+    out = done.stdout
+    assert done.exit_code == 0, out + done.stderr
+    lines = [line.strip() for line in out.splitlines()]
+    assert "✓ #2 fetch 0.00s → 'a' · $0.2000 · $0.2000 spent, $0.3000 reserved of max_cost=$1.00" in lines, out
+    assert "✓ #1 fetch_after 0.00s → 'b' · $0.3000" in lines, out  # nothing in flight any more: its cost alone
+    assert 'dollars: $0.5000 spent of max_cost=$1.00' in lines, out
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nmax_cost = "lots"\n')
+    bad = cli(['ask', 'x'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')})
+    assert bad.exit_code != 0 and '[tool.harness] max_cost is USD, 0 or more, e.g. max_cost = 1.50' in bad.stderr
+
+
+async def test_each_call_event_carries_the_runs_dollars_spent_and_reserved(tmp_path: Path) -> None:
+    """`CallEvent.spent_usd` / `reserved_usd` / `dollars`: the run's dollars at the event, a `started` after its own
+    reservation, a `finished` after it settled; None with no dollar budget."""
+    namespace: dict[str, Any] = {}
+    exec(PAID_TOOLS.replace('store=None', f'store={str(tmp_path / "runs.db")!r}, max_cost=1.0'), namespace)
+    h: Harness = namespace['h']
+    seen: list[tuple[str, str, float | None, float | None, str | None]] = []
+
+    def dollars_of(e: Any) -> tuple[float | None, float | None, str | None]:
+        return e.spent_usd, e.reserved_usd, e.dollars
+
+    code = "import asyncio\nawait asyncio.gather(fetch_after(key='b'), fetch(key='a'))"
+    try:
+        r = await h.run(code, on_event=lambda e: seen.append((e.kind, e.callee, *dollars_of(e))))
+    finally:
+        h.close()
+    assert r.cost_usd == pytest.approx(0.5)
+    assert seen == [
+        ('started', 'fetch_after', 0.0, pytest.approx(0.5), '$0.0000 spent, $0.5000 reserved of max_cost=$1.00'),
+        ('started', 'fetch', 0.0, pytest.approx(0.5), '$0.0000 spent, $0.5000 reserved of max_cost=$1.00'),
+        (
+            'finished',
+            'fetch',
+            pytest.approx(0.2),
+            pytest.approx(0.3),
+            '$0.2000 spent, $0.3000 reserved of max_cost=$1.00',
+        ),
+        ('finished', 'fetch_after', pytest.approx(0.5), 0.0, '$0.5000 spent of max_cost=$1.00'),
+    ]

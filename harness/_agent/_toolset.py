@@ -223,9 +223,10 @@ class WorkflowToolset(AbstractToolset[Any]):
             value = {'output': result.printed}
             if result.value is not None:
                 value['result'] = result.value
-        if result.note:
-            return {'result': value, 'note': result.note}
-        return value
+        extra = {'note': result.note} if result.note else {}
+        if self.scope is not None and self.scope.cost.active:  # what the turn's dollars stand at, for its next script
+            extra['dollars'] = self.scope.cost.summary()
+        return {'result': value, **extra} if extra else value
 
     def approved_run(self, ctx: RunContext[Any]) -> str | None:
         """The waiting run this tool call started, when pydantic-ai calls it again approved."""

@@ -277,7 +277,8 @@ class Session:
 
     def footer(self, outcome: TurnOutcome) -> None:
         rows = self.turn_runs(outcome)
-        for line in footer_lines(self.store, self.live.run_ids, rows, self.live.count, outcome.usage):
+        lines = footer_lines(self.store, self.live.run_ids, rows, self.live.count, outcome.usage, self.live.dollars)
+        for line in lines:
             self.console.print(line)
         if rows:
             short = self.store.short_ids([rows[-1].run_id]) if self.store is not None else {}

@@ -275,9 +275,12 @@ class CostBudget:
         """'$0.0123 spent, $0.0030 reserved of max_cost=$0.50' ('' with no dollar budget), then each window's totals."""
         if not self.active:
             return ''
+        return '; '.join([self.totals(), *(w.summary() for w in self.windows)])
+
+    def totals(self) -> str:
+        """This run's part of `summary` (no store read): spent, reserved while any call holds a reservation."""
         text = f'{usd(self.spent)} spent' + (f', {usd(self.held)} reserved' if self.held else '')
-        text += f' of max_cost={usd(self.max_cost)}' if self.max_cost is not None else ' in this run'
-        return '; '.join([text, *(w.summary() for w in self.windows)])
+        return text + (f' of max_cost={usd(self.max_cost)}' if self.max_cost is not None else ' in this run')
 
 
 def dollar_budgets(
