@@ -330,6 +330,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         approvals, or for calls left to `starter`'s workers, which are waited for, never run here)."""
         store = require_store(self.store)
         plan = plan_resume(store, run_id)
+        if (held := self.plan_held(plan)) is not None:  # its plan still waits for a person (a rejection raises)
+            return held
         if plan.done is not None:
             # The run ended in an advance whose workflow task was then retried (Temporal re-runs a local
             # activity it has no record of): give the same ending again, output included, by replaying

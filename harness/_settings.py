@@ -105,8 +105,6 @@ class Settings:
         checked_policy(self.review)
         if self.review is not None and self.store_path is None:
             raise UserError('review= keeps a script waiting for a person in the run store: give a store (not None).')
-        if self.review is not None and self.temporal:
-            raise UserError('review= is for the embedded engine so far: make the Harness with temporal=None.')
         _check_costs(self.max_cost, self.daily_cost, self.conversation_cost, self.store_path)
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")

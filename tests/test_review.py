@@ -196,8 +196,6 @@ def test_review_takes_a_policy(bad: object) -> None:
         Harness(store=':memory:', review=bad)  # type: ignore[arg-type]
     with pytest.raises(UserError, match='give a store'):
         Harness(store=None, review='always')
-    with pytest.raises(UserError, match='review= is for the embedded engine so far'):
-        Harness(store=':memory:', review='always', temporal='127.0.0.1:7233')
 
 
 async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) -> None:

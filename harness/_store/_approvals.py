@@ -137,6 +137,7 @@ class Approvals:
                 )
         finally:
             store.release(run.run_id, owner)
+        self._signal_decided(run.run_id, [PLAN_SEQ], decision)  # a run held on Temporal waits for the signal
         return [PLAN_SEQ]
 
 

@@ -237,9 +237,7 @@ def turn_json(turn: Turn | None) -> dict[str, Any] | None:
     }
 
 
-def run_page(
-    db: RunStore, run: RunRow, callees: Iterable[str], limits: UsageLimits | None = None
-) -> dict[str, Any]:
+def run_page(db: RunStore, run: RunRow, callees: Iterable[str], limits: UsageLimits | None = None) -> dict[str, Any]:
     """`GET /api/runs/{id}`: everything the run page shows (`callees`: the catalog, by name or with its callees, which
     the estimate needs; `limits`: the sub-agents' usage limits it prices them under)."""
     calls = db.calls(run.run_id)

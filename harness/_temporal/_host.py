@@ -32,6 +32,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
+from .._check._plan import PLAN_SEQ
 from .._dispatch._context import RunScope
 from .._dispatch._starters import DispatcherView, Staged, Starter
 from .._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
@@ -159,6 +160,8 @@ class Steps:
                 )
         if result.status != 'waiting':
             return Advanced(result.status, value=result.value, printed=result.printed)
+        if result.plan is not None:  # held for a person's review before its first call: the `decide` signal wakes it
+            return Advanced('waiting', approvals=[PLAN_SEQ], printed=result.printed)
         held = [p.seq for p in result.waiting or []]
         rows = {c.seq: c for c in result.calls}
         calls = [rows[seq] for seq in held if rows[seq].status == 'running']
