@@ -32,7 +32,7 @@ from ._check._plan import ReviewPolicy
 from ._check._review import Review, script_text
 from ._dispatch._budget import Budget
 from ._dispatch._context import RunScope
-from ._dispatch._cost import dollar_budgets
+from ._dispatch._cost import dollar_budgets, settler
 from ._dispatch._dispatcher import Dispatcher
 from ._dispatch._effects import resumed_effects, stored_effects
 from ._dispatch._history import History
@@ -125,6 +125,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             what it cost after; a call that does not fit, or whose ceiling is not known, is refused (`_cost`).
         daily_cost: `{budget key: USD}` per UTC day, kept in the store and shared by every process using it; a run
             spends a key's with `run(budget_key=...)` (`orchestrator(budget_key=...)`).
+        conversation_cost: USD over every turn of one conversation (pydantic-ai's `conversation_id`), kept in the
+            store and shared by every process using it, reserved and settled as `daily_cost` is.
     """
 
     def __init__(
@@ -157,6 +159,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         review: ReviewPolicy | None = None,
         max_cost: float | None = None,
         daily_cost: Mapping[str, float] | None = None,
+        conversation_cost: float | None = None,
     ) -> None:
         self._settings = Settings(
             store_path=store,
@@ -186,6 +189,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
             review=review,
             max_cost=max_cost,
             daily_cost=frozen(daily_cost),
+            conversation_cost=conversation_cost,
         )
         self._store: RunStore | None = None
         super().__init__()  # the catalog (Registry)
@@ -222,7 +226,7 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """The state one orchestrator run shares across its scripts: one budget, its dollar budgets, deps, usage."""
         budget = Budget(self.max_agent_calls, self.max_tool_calls, dict(self.call_caps))
         price = functools.partial(call_ceiling, limits=self.sub_agent_usage_limits)
-        cost = dollar_budgets(self.settings, self.store, budget_key, price)
+        cost = dollar_budgets(self.settings, self.store, budget_key, price, kwargs.get('conversation_id'))
         return RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, budget=budget, cost=cost, **kwargs)
 
     async def run(
@@ -326,6 +330,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         approvals, or for calls left to `starter`'s workers, which are waited for, never run here)."""
         store = require_store(self.store)
         plan = plan_resume(store, run_id)
+        if (held := self.plan_held(plan)) is not None:  # its plan still waits for a person (a rejection raises)
+            return held
         if plan.done is not None:
             # The run ended in an advance whose workflow task was then retried (Temporal re-runs a local
             # activity it has no record of): give the same ending again, output included, by replaying
@@ -341,7 +347,9 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         """Run one journaled call of a run another engine drives, its arguments validated again, its span and
         outcome (in `record`) as the embedded engine makes them; the caller journals the outcome."""
         callee = self._callees[record.callee]
-        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits)
+        ceiling = call_ceiling(callee, self.sub_agent_usage_limits).usd  # what its advance reserved, if anything
+        cost = settler(self.settings, self.store, ceiling)  # its dollar cost settles here, from its usage
+        scope = RunScope(sub_agent_usage_limits=self.sub_agent_usage_limits, cost=cost)
         dispatcher = self._dispatcher(run_id, scope, access, None, Journal(self.store, run_id))
         await dispatcher.run_one(callee, validate_arguments(callee, record.arguments), record)
 
@@ -361,7 +369,8 @@ class Harness(Review, DurableRuns, Approvals, Orchestration, _SettingsAttributes
         owner = owner or this_process()
         if plan.mode == 'resume' and (held := self.plan_held(plan)) is not None:  # its plan is not approved yet
             return held
-        scope = self.new_scope(budget_key=plan.run.budget_key)  # (before the run is taken: its key may be refused)
+        # (before the run is taken: its key may be refused)
+        scope = self.new_scope(budget_key=plan.run.budget_key, conversation_id=plan.run.conversation_id)
         if plan.mode == 'resume':  # admitted: only now is the run taken (a refused resume leaves it as it was)
             take(require_store(self.store), plan, owner)
         if plan.begin is not None:

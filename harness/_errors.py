@@ -73,6 +73,10 @@ class BudgetExceeded(WorkflowError):
     """The script ended because a call budget (`max_agent_calls`, `max_tool_calls`, `call_caps`) ran out."""
 
 
+class PlanRejected(WorkflowError):
+    """A person rejected the run's plan (`Harness(review=...)`): nothing of it ran."""
+
+
 class NeedsDecision(WorkflowError):
     """A side-effecting call's outcome is unknown (it was in flight at a crash): it is not re-run silently."""
 

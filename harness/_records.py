@@ -104,6 +104,12 @@ class CallEvent:
     kind: EventKind
     run_id: str
     call: CallRecord
+    spent_usd: float | None = None
+    """Under a dollar budget, what the orchestrator run's calls had cost (settled USD) at this moment; else None."""
+    reserved_usd: float | None = None
+    """Under a dollar budget, what its calls in flight held reserved then (their ceilings, USD); else None."""
+    dollars: str | None = None
+    """The two as a person reads them: '$0.0040 spent, $0.0030 reserved of max_cost=$1.00' (reserved while any is)."""
 
     @property
     def seq(self) -> int:

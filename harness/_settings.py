@@ -90,6 +90,7 @@ class Settings:
     review: ReviewPolicy | None = None
     max_cost: float | None = None
     daily_cost: Mapping[str, float] = dataclasses.field(default_factory=lambda: frozen(None))
+    conversation_cost: float | None = None
 
     def __post_init__(self) -> None:
         """The checks of `Harness(...)`'s keyword arguments, each a `UserError` naming the fix."""
@@ -104,9 +105,7 @@ class Settings:
         checked_policy(self.review)
         if self.review is not None and self.store_path is None:
             raise UserError('review= keeps a script waiting for a person in the run store: give a store (not None).')
-        if self.review is not None and self.temporal:
-            raise UserError('review= is for the embedded engine so far: make the Harness with temporal=None.')
-        _check_costs(self.max_cost, self.daily_cost, self.store_path)
+        _check_costs(self.max_cost, self.daily_cost, self.conversation_cost, self.store_path)
         if self.temporal and importlib.util.find_spec('temporalio') is None:
             raise UserError(f"temporal={self.temporal!r} needs the Temporal client: pip install 'harness[temporal]'")
 
@@ -160,11 +159,18 @@ def _count(name: str, value: object, *, least: int, unlimited: bool = True) -> N
         raise UserError(f'{name} must be a whole number of at least {least}{limit}, not {value!r}.')
 
 
-def _check_costs(max_cost: float | None, daily_cost: Mapping[str, float], store_path: str | None) -> None:
-    if max_cost is not None and not max_cost >= 0:
-        raise UserError('max_cost must be 0 or more USD (None: no limit).')
+def _check_costs(
+    max_cost: float | None, daily_cost: Mapping[str, float], conversation_cost: float | None, store_path: str | None
+) -> None:
+    for name, value in (('max_cost', max_cost), ('conversation_cost', conversation_cost)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0):
+            raise UserError(f'{name} must be 0 or more USD (None: no limit), not {value!r}.')
     for key, usd in daily_cost.items():
         if not usd >= 0:
             raise UserError(f'daily_cost[{key!r}] must be 0 or more USD.')
     if daily_cost and store_path is None:
         raise UserError('daily_cost is kept in the run store: give the Harness a store (store=None keeps nothing).')
+    if conversation_cost is not None and store_path is None:
+        raise UserError(
+            'conversation_cost is kept in the run store: give the Harness a store (store=None keeps nothing).'
+        )

@@ -248,3 +248,202 @@ async def test_a_resumed_run_spends_the_daily_budget_of_the_key_it_was_started_w
     finally:
         second.close()
     assert done.value == 2 and done.cost_usd == pytest.approx(0.4)
+
+
+def test_two_processes_in_one_conversation_never_spend_past_its_conversation_cost(
+    spawn: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`conversation_cost` is a window in the store over every turn of one conversation: two processes each running a
+    turn of it at once (a 40-way gather each) never pass it between them, and what the store counts spent is what
+    their calls' usage costs."""
+    store, limit = str(tmp_path / 'runs.db'), 0.03
+    Harness(store=store).close()
+    env = {**os.environ, 'PYTHONUNBUFFERED': '1'}
+    children = [
+        spawn([sys.executable, str(WORKER), 'conversation', store, 'conv-1', str(limit), '40'], env=env)
+        for _ in range(2)
+    ]
+    for child in children:
+        assert child.expect('ready') == 'ready'
+    for child in children:
+        child.send('go')
+    answers = [json.loads(child.finish().splitlines()[-1]) for child in children]
+    db = sqlite3.connect(store)
+    spent, reserved = db.execute("SELECT spent, reserved FROM spend WHERE budget_key = 'conv-1'").fetchone()
+    costs = [row for row in db.execute("SELECT arguments_json, cost_usd FROM calls WHERE status = 'ok'")]
+    conversations = {row[0] for row in db.execute('SELECT conversation_id FROM runs')}
+    db.close()
+    assert conversations == {'conv-1'}
+    assert spent <= limit + 1e-9 and reserved == pytest.approx(0.0)
+    assert len(costs) >= math.floor(limit / CEILING)
+    assert spent == pytest.approx(sum(priced(int(json.loads(arguments)['task'])) for arguments, _ in costs))
+    assert all('The conversation cost budget (conversation_cost=$0.0300) has $' in a for a in answers)
+
+
+async def test_a_conversation_cost_holds_across_turns_and_a_new_conversation_starts_fresh(tmp_path: Path) -> None:
+    """Turn 1 spends $0.40 of conversation_cost=$0.50; turn 2 of the same conversation (its history carries the id)
+    is refused its first call, told what is left; another conversation has its own $0.50. A direct `run` (of no
+    conversation) is not bound by it."""
+    script = (
+        'sent = 0\nfor i in range(2):\n    try:\n        await send(to=str(i))\n        sent += 1\n'
+        '    except PermissionError as e:\n        print(e)\nsent'
+    )
+    sys.path.insert(0, str(WORKER.parent))
+    from cost_worker import turn_model
+
+    h = Harness(store=str(tmp_path / 'runs.db'), conversation_cost=0.5, tracing=False)
+    try:
+
+        @h.tool(cost=0.2)
+        def send(*, to: str) -> str:
+            """Send a message."""
+            return to
+
+        agent = h.orchestrator(turn_model(script))
+        first = await agent.run('send two')
+        second = await agent.run('send two more', message_history=first.all_messages())
+        assert second.conversation_id == first.conversation_id
+        other = await agent.run('send two')
+        assert h.store is not None
+        assert h.store.spend_of(first.conversation_id, 'conversation') == pytest.approx((0.4, 0.0))
+        assert h.store.spend_of(other.conversation_id, 'conversation') == pytest.approx((0.4, 0.0))
+        direct = await h.run(script)
+    finally:
+        h.close()
+    dollars = "'dollars': '$0.4000 spent in this run; this conversation: $0.4000 spent, $0.0000 reserved of $0.5000'"
+    assert first.output == other.output == "{'result': 2, " + dollars + '}'  # the turn's dollars, for the model
+    assert (
+        'The conversation cost budget (conversation_cost=$0.5000) has $0.1000 left; a call of send can cost up to '
+        '$0.2000, so it was not run (it cost nothing).'
+    ) in second.output
+    assert "'result': 0" in second.output
+    assert direct.value == 2
+
+
+@pytest.mark.parametrize(
+    ('options', 'message'),
+    [
+        ({'conversation_cost': -1.0}, r'conversation_cost must be 0 or more USD \(None: no limit\), not -1.0'),
+        ({'conversation_cost': 'five'}, r"conversation_cost must be 0 or more USD \(None: no limit\), not 'five'"),
+        ({'conversation_cost': 1.0, 'store': None}, r'conversation_cost is kept in the run store: give the Harness'),
+        ({'max_cost': -0.5}, r'max_cost must be 0 or more USD'),
+    ],
+)
+def test_the_dollar_settings_are_validated(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Harness(tracing=False, **options)
+
+
+def test_a_budget_refusal_tells_the_model_the_scripts_worst_case(tmp_path: Path) -> None:
+    """An uncaught refusal of `max_cost` (or of a call budget) ends `run_workflow`; what the model reads then holds the
+    script's estimate, per callee the most calls and the most they cost, unpriced and unbounded said so, so it can
+    write a smaller script."""
+    sys.path.insert(0, str(WORKER.parent))
+    from cost_worker import turn_model
+
+    loop = 'out = []\nfor i in range(10):\n    out.append(await summarize(task=str(i)))\nout'
+    h = build(str(tmp_path / 'runs.db'), max_cost=2 * CEILING)
+    h.add_agent(Agent(FunctionModel(lambda _m, _i: ModelResponse(parts=[TextPart('x')])), name='helper'))
+    try:
+        priced_out = h.orchestrator(turn_model(loop)).run_sync('summarize ten').output
+        forever = "await helper(task='x')\nwhile True:\n    await summarize(task='1')"
+        unpriced_out = h.orchestrator(turn_model(forever)).run_sync('go').output
+    finally:
+        h.close()
+    assert 'The script stopped because a call budget ran out' in priced_out
+    assert 'The cost budget (max_cost=$0.0030) has' in priced_out
+    assert (
+        'The worst case of that script, from its static bounds (before it ran):\nworst case: $0.0150\n'
+        '  summarize: 10 calls x $0.0015 (gpt-4o (genai-prices)) = $0.0150\n'
+        'Write a smaller script: fewer calls (a literal bound on each loop), each within what is left.'
+    ) in priced_out
+    assert 'cannot reserve a call of helper' in unpriced_out
+    assert '  helper: 1 call x unpriced (' in unpriced_out and '  summarize: unbounded x $0.0015' in unpriced_out
+    assert 'helper: unpriced: ' in unpriced_out and 'summarize: unbounded calls' in unpriced_out
+
+
+PAID_TOOLS = """\
+import asyncio
+
+from harness import Harness
+
+h = Harness(store=None)
+first_done = asyncio.Event()
+
+
+@h.tool(cost=0.2)
+async def fetch(*, key: str) -> str:
+    \"\"\"Fetch a key.\"\"\"
+    first_done.set()
+    return key
+
+
+@h.tool(cost=0.3)
+async def fetch_after(*, key: str) -> str:
+    \"\"\"Fetch a key once fetch has.\"\"\"
+    await first_done.wait()
+    return key
+"""
+
+
+def test_ask_shows_what_each_call_cost_and_the_turns_dollars(tmp_path: Path, cli: Any, monkeypatch: Any) -> None:
+    """`harness ask` under `[tool.harness] max_cost`: a call's line says what it settled to, and while other calls
+    still hold reservations the turn's dollars with them; the turn's footer says what it spent of max_cost."""
+    from test_cli import scripted
+
+    import harness._cli._shared
+    from harness._ui._models import ModelChoice
+
+    code = "import asyncio\nawait asyncio.gather(fetch_after(key='b'), fetch(key='a'))"
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code}, tool_call_id='call_1')])
+        return ModelResponse(parts=[TextPart(f'fetched: {getattr(messages[-1].parts[-1], "content", "")}')])
+
+    monkeypatch.setattr(
+        harness._cli._shared, 'choose_model', lambda *a, **k: ModelChoice(scripted(respond), 'scripted', demo=False)
+    )
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nagents = ["paid:h"]\nmax_cost = 1.0\n')
+    (tmp_path / 'paid.py').write_text(PAID_TOOLS)
+    done = cli(['ask', 'fetch a and b'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')}, columns=160)
+    out = done.stdout
+    assert done.exit_code == 0, out + done.stderr
+    lines = [line.strip() for line in out.splitlines()]
+    assert "✓ #2 fetch 0.00s → 'a' · $0.2000 · $0.2000 spent, $0.3000 reserved of max_cost=$1.00" in lines, out
+    assert "✓ #1 fetch_after 0.00s → 'b' · $0.3000" in lines, out  # nothing in flight any more: its cost alone
+    assert 'dollars: $0.5000 spent of max_cost=$1.00' in lines, out
+    (tmp_path / 'pyproject.toml').write_text('[tool.harness]\nmax_cost = "lots"\n')
+    bad = cli(['ask', 'x'], cwd=tmp_path, env={'HARNESS_STORE': str(tmp_path / 'runs.db')})
+    assert bad.exit_code != 0 and '[tool.harness] max_cost is USD, 0 or more, e.g. max_cost = 1.50' in bad.stderr
+
+
+async def test_each_call_event_carries_the_runs_dollars_spent_and_reserved(tmp_path: Path) -> None:
+    """`CallEvent.spent_usd` / `reserved_usd` / `dollars`: the run's dollars at the event, a `started` after its own
+    reservation, a `finished` after it settled; None with no dollar budget."""
+    namespace: dict[str, Any] = {}
+    exec(PAID_TOOLS.replace('store=None', f'store={str(tmp_path / "runs.db")!r}, max_cost=1.0'), namespace)
+    h: Harness = namespace['h']
+    seen: list[tuple[str, str, float | None, float | None, str | None]] = []
+
+    def dollars_of(e: Any) -> tuple[float | None, float | None, str | None]:
+        return e.spent_usd, e.reserved_usd, e.dollars
+
+    code = "import asyncio\nawait asyncio.gather(fetch_after(key='b'), fetch(key='a'))"
+    try:
+        r = await h.run(code, on_event=lambda e: seen.append((e.kind, e.callee, *dollars_of(e))))
+    finally:
+        h.close()
+    assert r.cost_usd == pytest.approx(0.5)
+    assert seen == [
+        ('started', 'fetch_after', 0.0, pytest.approx(0.5), '$0.0000 spent, $0.5000 reserved of max_cost=$1.00'),
+        ('started', 'fetch', 0.0, pytest.approx(0.5), '$0.0000 spent, $0.5000 reserved of max_cost=$1.00'),
+        (
+            'finished',
+            'fetch',
+            pytest.approx(0.2),
+            pytest.approx(0.3),
+            '$0.2000 spent, $0.3000 reserved of max_cost=$1.00',
+        ),
+        ('finished', 'fetch_after', pytest.approx(0.5), 0.0, '$0.5000 spent of max_cost=$1.00'),
+    ]

@@ -196,8 +196,6 @@ def test_review_takes_a_policy(bad: object) -> None:
         Harness(store=':memory:', review=bad)  # type: ignore[arg-type]
     with pytest.raises(UserError, match='give a store'):
         Harness(store=None, review='always')
-    with pytest.raises(UserError, match='review= is for the embedded engine so far'):
-        Harness(store=':memory:', review='always', temporal='127.0.0.1:7233')
 
 
 async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) -> None:
@@ -247,6 +245,33 @@ def test_under_an_orchestrator_the_plan_is_a_deferred_approval_of_run_workflow(t
         second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
     assert second.output == "done: ['sent to ann', 'sent to bob']"
     assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
+
+
+def test_a_plan_rejected_in_the_store_tells_the_model_its_worst_case(tmp_path: Path) -> None:
+    """Rejected where the studio rejects it (`h.reject`), the turn going on reads the rejection with the script's
+    estimate, so the model can write a smaller script."""
+    calls: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart | RetryPromptPart):
+                return ModelResponse(parts=[TextPart(f'done: {part.content}')])
+        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': SCRIPT})])
+
+    with build(tmp_path / 'runs.db', calls) as h:
+        agent = h.orchestrator(FunctionModel(model))
+        first = agent.run_sync('email ann and bob')
+        assert isinstance(first.output, DeferredToolRequests)
+        (call,) = first.output.approvals
+        h.reject(first.output.metadata[call.tool_call_id]['run_id'], reason='too many', by='dana')
+        results = DeferredToolResults(approvals={call.tool_call_id: True})
+        second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+    assert 'was rejected by dana: too many. Nothing ran.' in second.output
+    assert (
+        'The worst case of that script, from its static bounds (nothing of it ran):\nworst case: $0.0000\n'
+        '  draft: 2 calls x $0.0000 (host tool) = $0.0000\n  send_email: 2 calls x $0.0000 (host tool) = $0.0000\n'
+    ) in second.output
+    assert calls == []
 
 
 async def test_other_branches_of_a_gather_keep_running_while_one_call_waits(tmp_path: Path) -> None:
@@ -380,6 +405,7 @@ def test_ask_shows_the_plan_and_asks_before_anything_runs(
         assert 'result: sent to ann' in out and run['status'] == 'completed'
     elif decision == 'reject':
         assert 'The person rejected the plan of this script: not today' in out and run['status'] == 'failed'
+        assert 'The worst case of that script, from its static bounds (nothing of it ran)' in ' '.join(out.split())
     else:
         assert f'left waiting: harness approve {run["run_id"]}' in out and run['status'] == 'waiting'
 

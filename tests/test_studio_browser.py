@@ -495,3 +495,44 @@ def test_markdown_is_rendered_as_text_never_as_html(studio: Studio, page: Any) -
         '<b>not bold</b>',
     ):
         assert literal in rendered['text']
+
+
+def test_a_chat_turn_and_its_run_page_show_the_dollars_and_the_estimate(page: Any, tmp_path: Path) -> None:
+    """Under `max_cost`: each call's line says what it settled to, and while another call holds a reservation the
+    turn's dollars with it; the turn's footer says what it spent; the run's page says what it spent and shows the
+    script's estimate, per callee the most calls and USD, and the worst case."""
+    from test_cost import PAID_TOOLS
+    from test_studio import approval_model
+
+    namespace: dict[str, Any] = {}
+    exec(PAID_TOOLS.replace('store=None', f'store={str(tmp_path / "runs.db")!r}, max_cost=1.0'), namespace)
+    h = namespace['h']
+    script = "import asyncio\nawait asyncio.gather(fetch_after(key='b'), fetch(key='a'))\n"
+    try:
+        with studio_in_thread(h, approval_model(script=script), 'dollars') as url:
+            send_prompt(page, url, 'fetch a and b')
+            turn = page.locator('.turn[data-status=completed]')
+            turn.wait_for()
+            lines = [line.strip() for line in turn.locator('ul.live-calls li').all_inner_texts()]
+            assert any(
+                line.startswith('✓ #2 fetch ')
+                and line.endswith("→ 'a' · $0.2000 · $0.2000 spent, $0.3000 reserved of max_cost=$1.00")
+                for line in lines
+            ), lines
+            assert any(line.startswith('✓ #1 fetch_after ') and line.endswith("→ 'b' · $0.3000") for line in lines)
+            assert turn.locator('.turn-footer .turn-dollars').inner_text() == 'dollars: $0.5000 spent of max_cost=$1.00'
+            turn.locator('a.run-link').first.click()
+            page.locator('.run-page[data-status=completed]').wait_for()
+            assert page.locator('.facts .run-dollars').inner_text() == 'dollars: $0.5000 spent'
+            estimate = page.locator('section[data-section=estimate]')
+            assert 'worst case: $0.5000' in estimate.locator('.worst-case').inner_text()
+            rows = {
+                row.get_attribute('data-callee'): row.locator('td').all_inner_texts()
+                for row in estimate.locator('#estimate-table tbody tr').all()
+            }
+            assert rows == {
+                'fetch': ['fetch', '1', '$0.2000', '$0.2000', 'cost='],
+                'fetch_after': ['fetch_after', '1', '$0.3000', '$0.3000', 'cost='],
+            }
+    finally:
+        h.close()

@@ -11,7 +11,7 @@ every script of one orchestrator run.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Protocol, cast
 
@@ -23,9 +23,11 @@ from typing_extensions import TypedDict
 
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
+from .._check._estimate import Estimate
+from .._check._plan import estimate_section
 from .._dispatch._context import RunScope
 from .._dispatch._effects import resumed_by_turn
-from .._errors import BudgetExceeded, WorkflowError
+from .._errors import BudgetExceeded, PlanRejected, WorkflowError
 from .._records import CallRecord, EventHandler, WorkflowResult, preview
 from .._sandbox._pool import SandboxLimits
 from .._store import RunStore
@@ -73,9 +75,13 @@ def printed_section(printed: str) -> str:
     return f'\n\nPrinted before the failure:\n{text}'
 
 
-def dollars(max_cost: float | None, daily: bool) -> str | None:
+def dollars(max_cost: float | None, daily: bool, conversation: float | None = None) -> str | None:
     """The dollar budgets a conversation's scripts spend, as the tool description names them."""
-    named = [*([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []), *(['a daily budget'] * daily)]
+    named = [
+        *([f'max_cost=${max_cost:g} in all'] if max_cost is not None else []),
+        *(['a daily budget'] * daily),
+        *([f'conversation_cost=${conversation:g} over this conversation'] if conversation is not None else []),
+    ]
     return ' and '.join(named) or None
 
 
@@ -95,6 +101,9 @@ class WorkflowHost(Protocol):
     def max_cost(self) -> float | None: ...
 
     @property
+    def conversation_cost(self) -> float | None: ...
+
+    @property
     def max_repeats(self) -> int | None: ...
 
     @property
@@ -104,6 +113,10 @@ class WorkflowHost(Protocol):
     def callees(self) -> Mapping[str, Callee]: ...
 
     def stubs(self) -> str: ...
+
+    def estimate(
+        self, code: str, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
+    ) -> Estimate: ...
 
     def new_scope(self, **kwargs: Any) -> RunScope: ...
 
@@ -148,7 +161,7 @@ class WorkflowToolset(AbstractToolset[Any]):
             max_tool_calls=h.max_tool_calls,
             max_repeats=h.max_repeats,
             access=self.access,
-            dollars=dollars(h.max_cost, self.budget_key is not None),
+            dollars=dollars(h.max_cost, self.budget_key is not None, h.conversation_cost),
         )
 
     async def for_run(self, ctx: RunContext[Any]) -> WorkflowToolset:
@@ -194,8 +207,10 @@ class WorkflowToolset(AbstractToolset[Any]):
             else:
                 result = await self.harness.run(tool_args['code'], scope=self.scope, on_event=self.on_event)
         except BudgetExceeded as exc:
-            # Not a retry: a retry cannot succeed once the budget is spent.
-            return self.failure(exc)
+            # Not a retry: a retry cannot succeed once the budget is spent. The script's worst case helps write less.
+            return self.failure(exc) + self.worst_case(tool_args.get('code'), ran=True)
+        except PlanRejected as exc:
+            raise ModelRetry(self.failure(exc) + self.worst_case(tool_args.get('code'), ran=False)) from None
         except WorkflowError as exc:
             raise ModelRetry(self.failure(exc)) from None
         finally:
@@ -208,9 +223,10 @@ class WorkflowToolset(AbstractToolset[Any]):
             value = {'output': result.printed}
             if result.value is not None:
                 value['result'] = result.value
-        if result.note:
-            return {'result': value, 'note': result.note}
-        return value
+        extra = {'note': result.note} if result.note else {}
+        if self.scope is not None and self.scope.cost.active:  # what the turn's dollars stand at, for its next script
+            extra['dollars'] = self.scope.cost.summary()
+        return {'result': value, **extra} if extra else value
 
     def approved_run(self, ctx: RunContext[Any]) -> str | None:
         """The waiting run this tool call started, when pydantic-ai calls it again approved."""
@@ -231,6 +247,17 @@ class WorkflowToolset(AbstractToolset[Any]):
         if result.plan is not None:  # held for review (`Harness(review=...)`): approving the call approves the plan
             metadata['plan'] = {'code': result.plan.code, **result.plan.stored()}
         return ApprovalRequired(metadata=metadata)
+
+    def worst_case(self, code: object, *, ran: bool) -> str:
+        """The script's estimate (`Harness.estimate`) as the model reads it after a budget or a person refused it:
+        per callee the most calls and the most they cost, unbounded and unpriced said so ('' if it cannot say)."""
+        if not isinstance(code, str):
+            return ''
+        try:
+            found = self.harness.estimate(code, allow=self.access.allow, deny=self.access.deny)
+        except Exception:  # (a script that does not parse has no estimate; its error says why)
+            return ''
+        return estimate_section(found.text(), ran=ran)
 
     def failure(self, exc: WorkflowError) -> str:
         """What the model reads of a failed script: the message, the completed results, what it printed."""

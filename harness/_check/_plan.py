@@ -96,3 +96,22 @@ def plan_refusal(run_id: str, decision: Decision) -> str:
     """The error of a run whose plan a person rejected."""
     why = f': {decision.reason}' if decision.reason else ''
     return f'The plan of run {run_id} was rejected by {decision.decided_by or "a person"}{why}. Nothing ran.'
+
+
+ESTIMATE_HINT = 'Write a smaller script: fewer calls (a literal bound on each loop), each within what is left.'
+
+
+def estimate_section(estimate_text: str, *, ran: bool) -> str:
+    """The worst case of a script as the model that wrote it reads it when a budget or a person refused it, so it can
+    write a smaller one: `Estimate.text()` (per callee the most calls, the most each costs, unbounded or unpriced)."""
+    when = 'before it ran' if ran else 'nothing of it ran'
+    return f'\n\nThe worst case of that script, from its static bounds ({when}):\n{estimate_text}\n{ESTIMATE_HINT}'
+
+
+def plan_denied(plan: Mapping[str, Any], reason: str) -> str:
+    """What the model reads when a person rejects its script's plan (pydantic-ai's `ToolDenied`): why, and the
+    plan's worst case."""
+    estimate = str(plan.get('estimate') or f'worst case: {plan.get("worst_case")}')
+    return f'The person rejected the plan of this script: {reason}. Nothing of it ran.' + estimate_section(
+        estimate, ran=False
+    )

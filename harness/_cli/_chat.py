@@ -245,7 +245,7 @@ class Session:
         with the reason (the run ended; the model reads why), or None when nobody can answer (it stays waiting)."""
         from pydantic_ai.tools import ToolDenied
 
-        from .._check._plan import plan_text
+        from .._check._plan import plan_denied, plan_text
 
         self.console.print(f'[magenta]run {run_id} waits for approval of its plan:[/magenta]')
         self.console.print(safe(plan_text(plan, plan.get('code') or '', lines=10)), soft_wrap=True)
@@ -257,7 +257,7 @@ class Session:
             self.harness.approve(run_id)
             return True
         self.harness.reject(run_id, reason=reason)
-        return ToolDenied(f'The person rejected the plan of this script: {reason}. Nothing of it ran.')
+        return ToolDenied(plan_denied(plan, reason))
 
     def turn_runs(self, outcome: TurnOutcome) -> list[RunRow]:
         """The workflow runs of a turn, oldest first: every attempt, the one that failed its check too."""
@@ -277,7 +277,8 @@ class Session:
 
     def footer(self, outcome: TurnOutcome) -> None:
         rows = self.turn_runs(outcome)
-        for line in footer_lines(self.store, self.live.run_ids, rows, self.live.count, outcome.usage):
+        lines = footer_lines(self.store, self.live.run_ids, rows, self.live.count, outcome.usage, self.live.dollars)
+        for line in lines:
             self.console.print(line)
         if rows:
             short = self.store.short_ids([rows[-1].run_id]) if self.store is not None else {}

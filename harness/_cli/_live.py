@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from .._agent._usage import format_cost
 from .._records import CallEvent, progress_kind
 from .._ui._text import RESULT_CHARS, call_text, cut, literal
 from ._safe_text import safe
@@ -31,9 +32,12 @@ class LiveCalls:
         """The runs that made those calls, in order of their first call."""
         self._offsets: dict[str, int] = {}
         self._highest = 0
+        self.dollars: str | None = None
+        """Under a dollar budget, the turn's dollars at its latest event: spent, and reserved while calls run."""
 
     def new_turn(self) -> None:
         self.count = 0
+        self.dollars = None
         self.run_ids.clear()
         self._offsets.clear()
         self._highest = 0
@@ -53,6 +57,11 @@ class LiveCalls:
             return
         number = self.number(event) if event.seq else None
         tag = '' if event.source == 'live' else f' [dim]({event.source})[/dim]'
+        self.dollars = event.dollars or self.dollars
+        if event.kind in ('finished', 'failed') and event.call.cost_usd is not None:  # what it settled to
+            tag += f' [dim]· {format_cost(event.call.cost_usd)}[/dim]'
+            if event.reserved_usd:  # other calls still hold reservations: the turn's dollars with them
+                tag += f' [dim]· {escape(event.dollars or "")}[/dim]'
         if event.kind == 'refused':
             if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
                 self.count += 1

@@ -83,6 +83,10 @@ class ProjectConfig:
     root: Path | None = None
     review: Literal['side_effects', 'always'] | None = None
     """`Harness(review=...)`: which scripts wait for a person's approval of their plan before they run."""
+    max_cost: float | None = None
+    """`Harness(max_cost=...)`: USD per orchestrator turn (per `exec` run)."""
+    conversation_cost: float | None = None
+    """`Harness(conversation_cost=...)`: USD over every turn of one `chat` conversation."""
 
 
 def find_project_config(start: Path | None = None) -> ProjectConfig:
@@ -138,6 +142,10 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                     f'{pyproject}: [tool.harness] review is "side_effects" (scripts that can reach a side-effecting or '
                     'approval callee wait for a person) or "always"'
                 )
+            dollars = {name: section.get(name) for name in ('max_cost', 'conversation_cost')}
+            for name, value in dollars.items():
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+                    raise ConfigError(f'{pyproject}: [tool.harness] {name} is USD, 0 or more, e.g. {name} = 1.50')
             return ProjectConfig(
                 agents=list(agents),
                 tools=tools,
@@ -148,6 +156,8 @@ def find_project_config(start: Path | None = None) -> ProjectConfig:
                 task_queues=queues,
                 root=folder,
                 review=review,
+                max_cost=dollars['max_cost'],
+                conversation_cost=dollars['conversation_cost'],
             )
     return ProjectConfig()
 

@@ -215,6 +215,8 @@ def build(
         task_queues=config.task_queues,
         on_event=on_event,
         review=config.review,
+        max_cost=config.max_cost,
+        conversation_cost=config.conversation_cost,
     )
     register_builtins(h, model=None if choice.demo else choice.model)
     workspace = where.root or (Path(config.workspace) if config.workspace else Path('.'))

@@ -317,9 +317,15 @@ def print_call(console: Console, run: RunRow, call: CallRecord, exceptions: Sequ
 
 
 def footer_lines(
-    db: RunStore | None, run_ids: Sequence[str], rows: Sequence[RunRow], calls: int, orchestrator: Totals | None = None
+    db: RunStore | None,
+    run_ids: Sequence[str],
+    rows: Sequence[RunRow],
+    calls: int,
+    orchestrator: Totals | None = None,
+    dollars: str | None = None,
 ) -> list[str]:
-    """The end of a turn: its runs (failed attempts too) with their calls and costs, and the orchestrator's."""
+    """The end of a turn: its runs (failed attempts too) with their calls and costs, the orchestrator's, and under a
+    dollar budget what the turn's calls spent (and hold reserved, if any still run)."""
     if not rows:
         return ['[dim]no calls were made[/dim]' if not run_ids else f'[dim]run {", ".join(run_ids)}[/dim]']
     short = db.short_ids([r.run_id for r in rows]) if db is not None else {}
@@ -337,4 +343,6 @@ def footer_lines(
         costs.append(f'orchestrator {orchestrator.requests} request(s), {orchestrator.text()}')
     if costs:
         lines.append(f'[dim]{safe(" · ".join(costs))}[/dim]')
+    if dollars:
+        lines.append(f'[dim]dollars: {safe(dollars)}[/dim]')
     return lines

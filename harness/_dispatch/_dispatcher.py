@@ -574,4 +574,8 @@ class Dispatcher:
     def emit(self, kind: EventKind, record: CallRecord) -> None:
         if self.on_event is None:
             return
-        self.on_event(CallEvent(kind, self.run_id, record))
+        cost = self.scope.cost  # the run's dollars at this moment (`started` after its reservation, `finished` settled)
+        if not cost.active:
+            self.on_event(CallEvent(kind, self.run_id, record))
+            return
+        self.on_event(CallEvent(kind, self.run_id, record, cost.spent, cost.held, cost.totals()))

@@ -21,7 +21,7 @@ from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._check._plan import PLAN_SEQ, ReviewPlan, plan_refusal
 from .._dispatch._sources import Grant
-from .._errors import WorkflowError
+from .._errors import PlanRejected, WorkflowError
 from .._records import CallRecord, Decision, Pending, RunRow, WorkflowResult, one_execution
 from ._durable import Plan, require_run, require_store
 from ._sqlite import RunStore
@@ -89,7 +89,7 @@ class Approvals:
         if access.plan is None or plan.calls or (decision is not None and decision.approved):
             return None  # no plan to decide, or the run went past it (its calls were made under it)
         if decision is not None:
-            raise WorkflowError(plan_refusal(plan.run_id, decision), run_id=plan.run_id)
+            raise PlanRejected(plan_refusal(plan.run_id, decision), run_id=plan.run_id)
         shown = self._review_plan(plan.run.script, access)
         return WorkflowResult(value=None, run_id=plan.run_id, status='waiting', plan=shown)
 
@@ -137,6 +137,7 @@ class Approvals:
                 )
         finally:
             store.release(run.run_id, owner)
+        self._signal_decided(run.run_id, [PLAN_SEQ], decision)  # a run held on Temporal waits for the signal
         return [PLAN_SEQ]
 
 

@@ -205,6 +205,18 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (budget_key, day)
         )""",
     ),
+    # 15 -> 16 (the lead renumbers): what each call in flight reserved on each stored dollar window (`_spend`), so
+    # whichever process ends it (a Temporal worker too) settles it; a conversation's window is a `spend` row too.
+    (
+        """CREATE TABLE spend_holds (
+            run_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            budget_key TEXT NOT NULL,
+            day TEXT NOT NULL,
+            usd REAL NOT NULL,
+            PRIMARY KEY (run_id, seq, budget_key, day)
+        )""",
+    ),
 ]
 
 

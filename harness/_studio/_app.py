@@ -115,7 +115,7 @@ def create_app(
 
     def run(request: Request) -> JSONResponse:
         found = find(request.path_params['run_id'])
-        return JSONResponse(run_page(store(), found, harness.callees))
+        return JSONResponse(run_page(store(), found, harness.callees, harness.sub_agent_usage_limits))
 
     def pending(_request: Request) -> JSONResponse:
         db = store()

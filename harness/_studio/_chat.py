@@ -60,6 +60,9 @@ def call_event_json(event: CallEvent) -> dict[str, Any]:
         'error': call.error if event.kind in ('failed', 'refused', 'skipped') else None,
         'result': cut(literal(call.result), RESULT_CHARS) if event.kind == 'finished' else None,
         'progress': progress_json(call),
+        'cost_usd': call.cost_usd if event.kind in ('finished', 'failed') else None,
+        'reserved_usd': event.reserved_usd,
+        'dollars': event.dollars,
     }
 
 

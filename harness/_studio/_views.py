@@ -7,13 +7,26 @@ pydantic-ai or the engine: the server calls these from a worker thread while a c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pydantic_ai.usage import UsageLimits
+
+from .._catalog._callees import Callee
 from .._catalog._rules import Access
 from .._check._analysis import analyze
+from .._check._estimate import estimate
 from .._check._plan import plan_text
-from .._records import CallRecord, Decision, RunRow, SpanDict, progress_dropped, progress_entries, progress_kind
+from .._records import (
+    CallRecord,
+    Decision,
+    RunRow,
+    SpanDict,
+    cost_of,
+    progress_dropped,
+    progress_entries,
+    progress_kind,
+)
 from .._store import RunStore, Turn
 from .._store._approvals import awaits_plan, undecided
 from .._tracing._tree import Node, build_tree, duration_of, span_label
@@ -175,6 +188,38 @@ def graph_json(run: RunRow, callees: Iterable[str], calls: Sequence[CallRecord])
     }
 
 
+def estimate_json(run: RunRow, callees: Iterable[str], limits: UsageLimits | None) -> dict[str, Any] | None:
+    """The run's script's worst case against today's catalog (`Harness.estimate`, under the run's allow/deny): per
+    callee the most calls and USD, unbounded and unpriced said so; None without the catalog's callees (names only)
+    or for a script that does not parse."""
+    if not isinstance(callees, Mapping):
+        return None
+    catalog: Mapping[str, Callee] = callees
+    access = Access.from_json(run.access)
+    try:
+        found = estimate(analyze(run.script, set(catalog)), catalog, limits, access)
+    except SyntaxError:
+        return None
+    return {
+        'worst_case': found.worst_case,
+        'cost_usd': found.cost_usd,
+        'unpriced': found.unpriced,
+        'callees': [
+            {
+                'callee': part.callee,
+                'calls': part.calls,
+                'per_call': part.per_call,
+                'cost_usd': part.cost_usd,
+                'source': part.source,
+                'unpriced': part.unpriced,
+            }
+            for part in found.per_callee.values()
+        ],
+        'reasons': found.reasons,
+        'text': found.text(),
+    }
+
+
 def turn_json(turn: Turn | None) -> dict[str, Any] | None:
     if turn is None:
         return None
@@ -192,8 +237,9 @@ def turn_json(turn: Turn | None) -> dict[str, Any] | None:
     }
 
 
-def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any]:
-    """`GET /api/runs/{id}`: everything the run page shows."""
+def run_page(db: RunStore, run: RunRow, callees: Iterable[str], limits: UsageLimits | None = None) -> dict[str, Any]:
+    """`GET /api/runs/{id}`: everything the run page shows (`callees`: the catalog, by name or with its callees, which
+    the estimate needs; `limits`: the sub-agents' usage limits it prices them under)."""
     calls = db.calls(run.run_id)
     spans: list[SpanDict] = trace_spans(db, run)  # the tree `harness trace` draws
     decided = db.decisions(run.run_id)
@@ -229,6 +275,8 @@ def run_page(db: RunStore, run: RunRow, callees: Iterable[str]) -> dict[str, Any
         'plan': plan,
         'spans': [span_json(root) for root in build_tree(spans)],
         'graph': graph_json(run, callees, calls),
+        'estimate': estimate_json(run, callees, limits),
+        'cost_usd': cost_of(calls),
         'turn': turn_json(turn),
         'siblings': [
             run_summary(r, short, usage) for r in sorted(siblings, key=lambda r: r.created) if r.run_id != run.run_id
@@ -257,6 +305,7 @@ def call_line(call: CallRecord) -> dict[str, Any]:
         'error': call.error,
         'result': cut(literal(call.result), RESULT_CHARS) if call.status == 'ok' else None,
         'progress': progress_json(call),
+        'cost_usd': call.cost_usd,
     }
 
 

@@ -45,6 +45,8 @@ class ScriptStart:
     prompt: str | None = None
     orchestrator_run_id: str | None = None
     conversation_id: str | None = None
+    budget_key: str | None = None
+    """Whose `daily_cost` the run spends (`run(budget_key=...)`)."""
     seen: list[str] = field(default_factory=list)
     """The agent runs whose messages the orchestrator run has (`RunScope.seen`)."""
     queues: dict[str, str] = field(default_factory=dict)

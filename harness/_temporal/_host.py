@@ -32,6 +32,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from .._catalog._callees import Callee
 from .._catalog._rules import Access
+from .._check._plan import PLAN_SEQ
 from .._dispatch._context import RunScope
 from .._dispatch._starters import DispatcherView, Staged, Starter
 from .._errors import RunBusy, SandboxCrashed, WorkflowError, raised_as
@@ -128,6 +129,7 @@ class Steps:
             try:
                 if store.get_run(start.run_id) is None:
                     scope = h.new_scope(
+                        budget_key=start.budget_key,
                         prompt=start.prompt,
                         orchestrator_run_id=start.orchestrator_run_id,
                         conversation_id=start.conversation_id,
@@ -158,6 +160,8 @@ class Steps:
                 )
         if result.status != 'waiting':
             return Advanced(result.status, value=result.value, printed=result.printed)
+        if result.plan is not None:  # held for a person's review before its first call: the `decide` signal wakes it
+            return Advanced('waiting', approvals=[PLAN_SEQ], printed=result.printed)
         held = [p.seq for p in result.waiting or []]
         rows = {c.seq: c for c in result.calls}
         calls = [rows[seq] for seq in held if rows[seq].status == 'running']
@@ -374,6 +378,7 @@ async def run_on_temporal(
         prompt=scope.prompt,
         orchestrator_run_id=scope.orchestrator_run_id,
         conversation_id=scope.conversation_id,
+        budget_key=scope.cost.daily.key if scope.cost.daily is not None else None,
         seen=sorted(scope.seen),
         queues=dict(harness.task_queues),
     )

@@ -7,6 +7,9 @@ Usage:
       Prints `ready`, waits for a line on stdin (so several processes start their gathers together), runs a gather
       of N calls against KEY's daily budget of LIMIT USD in STORE, each refusal caught, and prints one JSON line:
       {"ok": calls that ran, "refused": refusals caught, "cost": the run's settled cost}.
+  cost_worker.py conversation STORE CONVERSATION_ID LIMIT N
+      As `daily`, but the gather is a script an orchestrator (a `FunctionModel`) writes in a turn of the conversation
+      CONVERSATION_ID, under `conversation_cost=LIMIT`; prints the turn's answer (the tool's result) as its last line.
   cost_worker.py hang STORE MAX_COST N K
       Under MAX_COST, a gather of K calls, then call K + 1 alone, whose model never answers: once it is journaled
       (and the K before it with their costs) it prints `frozen RUN_ID` and waits to be killed. Then the rest, to N.
@@ -19,7 +22,7 @@ import json
 import sys
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
@@ -76,6 +79,27 @@ def daily(store: str, key: str, limit: float, n: int) -> None:
     h.close()
 
 
+def turn_model(code: str) -> FunctionModel:
+    """An orchestrator model that runs `code` once per turn, then answers with what the tool returned."""
+
+    def respond(messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        if isinstance(messages[-1].parts[-1], UserPromptPart):
+            return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': code})])
+        return ModelResponse(parts=[TextPart(str(getattr(messages[-1].parts[-1], 'content', '')))])
+
+    return FunctionModel(respond)
+
+
+def conversation(store: str, conversation_id: str, limit: float, n: int) -> None:
+    h = build(store, conversation_cost=limit)
+    agent = h.orchestrator(turn_model(SCRIPT.replace('range(n)', f'range({n})')))
+    print('ready', flush=True)
+    sys.stdin.readline()
+    answer = agent.run_sync('summarize them', conversation_id=conversation_id).output
+    print(json.dumps(answer), flush=True)
+    h.close()
+
+
 HANG_SCRIPT = """\
 import asyncio
 
@@ -106,5 +130,7 @@ if __name__ == '__main__':
     mode, *args = sys.argv[1:]
     if mode == 'daily':
         daily(args[0], args[1], float(args[2]), int(args[3]))
+    elif mode == 'conversation':
+        conversation(args[0], args[1], float(args[2]), int(args[3]))
     else:
         hang(args[0], float(args[1]), int(args[2]), int(args[3]))

@@ -97,6 +97,12 @@ function cost(usage) {
   return usage.unpriced ? `≥${text}` : text;
 }
 
+// Dollars as the terminal writes them (`_check._estimate.usd`); null is 'unpriced' when a price is missing, else 'unbounded'.
+function usd(value, unpriced = false) {
+  if (value === null || value === undefined) return unpriced ? 'unpriced' : 'unbounded';
+  return value < 1 ? `$${value.toFixed(4)}` : `$${value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
 function usageText(usage) {
   if (!usage) return '';
   const parts = [`${usage.requests ?? 0} request(s)`, `tokens in ${compact(usage.input_tokens ?? 0)} out ${compact(usage.output_tokens ?? 0)}`];
@@ -238,6 +244,8 @@ async function runPage(runId, flash) {
     h('span', { text: `${run.calls.filter((c) => !isProgress(c)).length} call(s)` }),
     run.duration !== null ? h('span', { text: seconds(run.duration) }) : null,
     run.usage ? h('span', { title: 'the sub-agents this run called', text: `sub-agents: ${usageText(run.usage)}` }) : null,
+    run.cost_usd !== null && run.cost_usd !== undefined
+      ? h('span', { class: 'run-dollars', title: 'what its calls cost as the dollar budgets settled them', text: `dollars: ${usd(run.cost_usd)} spent` }) : null,
   ];
   const lineage = [];
   if (run.parent_run_id) {
@@ -278,6 +286,7 @@ async function runPage(runId, flash) {
   if (run.progress.length) page.append(progressSection(run));
   page.append(callsSection(run, script, busy));
   page.append(graphSection(run));
+  if (run.estimate) page.append(estimateSection(run.estimate));
   page.append(section('Trace', run.spans.length ? spanTree(run.spans) : h('p', { class: 'muted', text: 'No spans stored (tracing was off for this run).' })));
   if (run.inputs) page.append(section('Inputs', pre(json(run.inputs))));
   app.replaceChildren(page);
@@ -545,6 +554,27 @@ function graphSection(run) {
     h('details', {}, h('summary', { text: 'as Mermaid' }), pre(graph.mermaid)));
 }
 
+// The script's worst case before anything runs (`harness check --estimate`): per callee the most calls and USD.
+function estimateSection(estimate) {
+  const table = h('table', { class: 'calls estimate', id: 'estimate-table' },
+    h('thead', {}, h('tr', {}, ['callee', 'most calls', 'per call', 'worst case', 'price from'].map((c) => h('th', { text: c })))));
+  const body = h('tbody');
+  for (const part of estimate.callees) {
+    body.append(h('tr', { 'data-callee': part.callee },
+      h('td', { class: 'callee', text: part.callee }),
+      h('td', { class: 'num', text: part.calls === null ? 'unbounded' : String(part.calls) }),
+      h('td', { class: 'num', text: usd(part.per_call, part.unpriced) }),
+      h('td', { class: 'num', text: usd(part.cost_usd, part.unpriced) }),
+      h('td', { class: 'muted', text: part.source })));
+  }
+  table.append(body);
+  const reasons = estimate.reasons.map((r) => h('p', { class: 'warn', text: r }));
+  return section('Estimate',
+    h('p', { class: 'worst-case' }, h('strong', { text: `worst case: ${estimate.worst_case}` }),
+      h('span', { class: 'muted', text: ' (against today\'s catalog: the most this script can call and cost)' })),
+    estimate.callees.length ? table : h('p', { class: 'muted', text: 'The script calls nothing.' }), reasons);
+}
+
 function spanTree(spans) {
   const list = h('ul', { class: 'spans' });
   for (const span of spans) list.append(spanItem(span));
@@ -803,6 +833,7 @@ class TurnView {
 
   call(data) {
     const attempt = this.attempts.at(-1) || this.newAttempt('run_workflow');
+    if (data.dollars) this.dollars = data.dollars;  // the turn's dollars at its latest call (a dollar budget is on)
     if (data.progress) {  // the script's own log/phase line, among its calls: no number, it is not a call
       const tag = data.source && data.source !== 'live' ? h('span', { class: 'muted', text: ` (${data.source})` }) : null;
       attempt.list.append(h('li', { class: 'live-progress', 'data-kind': data.progress.kind }, progressLine(data.progress.kind, data.progress.text), tag));
@@ -817,7 +848,11 @@ class TurnView {
       this.calls.set(key, item);
       attempt.list.append(item);
     }
-    const tag = data.source && data.source !== 'live' ? h('span', { class: 'muted', text: ` (${data.source})` }) : null;
+    const tag = h('span', { class: 'muted' }, data.source && data.source !== 'live' ? ` (${data.source})` : '');
+    if (data.cost_usd !== null && data.cost_usd !== undefined) {  // what it settled to; the turn's while others run
+      tag.append(h('span', { class: 'call-cost', text: ` · ${usd(data.cost_usd)}` }));
+      if (data.reserved_usd) tag.append(h('span', { class: 'turn-dollars', text: ` · ${data.dollars}` }));
+    }
     item.dataset.kind = data.kind;
     if (data.kind === 'refused') {
       fill(item, h('span', { class: 'mark fail', text: '⊘' }), n ? ` #${n} ` : ' ', h('code', { text: data.text }), ' refused: ',
@@ -852,6 +887,7 @@ class TurnView {
     const lines = [h('div', {}, runs.length ? ['run ', runs, `· ${calls} call(s)`] : 'no script ran')];
     if (data.usage.orchestrator) lines.push(h('div', { text: `orchestrator: ${usageText(data.usage.orchestrator)}` }));
     if (data.usage.sub_agents) lines.push(h('div', { text: `sub-agents: ${usageText(data.usage.sub_agents)}` }));
+    if (this.dollars) lines.push(h('div', { class: 'turn-dollars', text: `dollars: ${this.dollars}` }));
     if (data.store_error) lines.push(h('div', { class: 'warn', text: data.store_error }));
     if (data.status === 'failed' && data.error && !this.body.querySelector('.notice.error')) this.body.append(notice(data.error));
     this.body.append(h('div', { class: 'turn-footer muted' }, lines));
@@ -948,7 +984,7 @@ class TurnView {
         if (call.callee.startsWith('progress:') && !call.progress) continue;  // the count past the cap
         const kind = call.status === 'ok' ? 'finished' : call.status === 'running' || call.status === 'waiting' ? 'started' : 'failed';
         this.call({ kind, run_id: run.run_id, seq: call.seq, callee: call.callee, text: call.text, source: call.source,
-          elapsed: call.duration, error: call.error || call.status, result: call.result, progress: call.progress });
+          elapsed: call.duration, error: call.error || call.status, result: call.result, progress: call.progress, cost_usd: call.cost_usd });
       }
       attempt.outcome.replaceChildren(h('span', { class: 'muted' }, runLink(run), ' ', runStatus(run)));
     }
