@@ -22,7 +22,7 @@ import secrets
 import stat
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 KEY_BYTES = 32
@@ -186,7 +186,7 @@ def _existing(path: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> Generator[None]:
     import fcntl  # POSIX; the file systems without hard links this is for are mounted on POSIX systems
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
