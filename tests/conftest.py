@@ -43,6 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # The stores the tests write are sealed with a key of their own (inherited by their subprocesses),
     # never with the key in the user's config directory.
     os.environ['HARNESS_SECRET'] = 'harness-tests'
+    # ... and record the generations of their runs (`_store._freshness`) in a directory of their own, never in the
+    # user's state directory.
+    os.environ['XDG_STATE_HOME'] = tempfile.mkdtemp(prefix='harness-tests-state-')
     # pytest-xdist's workers (`make test` runs two) start with COLUMNS=80 and LINES=24, set by execnet: rich
     # would take them for the terminal's size for good when the CLI's consoles are made, and the width a test
     # asks for (`columns=`) would be lost.

@@ -153,8 +153,9 @@ def test_prefix_lookup_odd_characters(store: RunStore) -> None:
 
 def test_a_runs_conversation_is_sealed_and_a_run_without_one_keeps_its_seal(db: Path, store: RunStore) -> None:
     """Which conversation a run belongs to decides which side effects answer a later turn (issue 23.4): it is
-    sealed, so a run moved to another conversation in the store answers nothing there; a run without one is sealed
-    over exactly the fields it was before conversations were stored, so older stores still verify."""
+    sealed, so a run moved to another conversation in the store answers nothing there; a run without one (and without
+    a generation) is sealed over exactly the fields it was before conversations were stored, so older stores still
+    verify."""
     effect = CallRecord(
         seq=1, callee='refund', arguments={'ticket': 'T-1'}, line=1, status='ok', result='done', side_effect=True
     )
@@ -166,8 +167,12 @@ def test_a_runs_conversation_is_sealed_and_a_run_without_one_keeps_its_seal(db: 
         'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
         'orchestrator_run_id, inputs_json, access_json, catalog_json, calls_count, journal_head'
     )
-    *fields, seal = raw(db).execute(f'SELECT {before}, seal FROM runs WHERE run_id = ?', ('r-n',)).fetchone()
-    assert store._sealer.check(seal, *fields)
+    # As a harness before conversations and generations (`_freshness`) sealed it: it verifies.
+    raw(db).execute("UPDATE runs SET generation = NULL WHERE run_id = 'r-n'")
+    fields = raw(db).execute(f'SELECT {before} FROM runs WHERE run_id = ?', ('r-n',)).fetchone()
+    raw(db).execute("UPDATE runs SET seal = ? WHERE run_id = 'r-n'", (store._sealer.mac(*fields),))
+    store.accept_restore('r-n')  # this machine saw it at generation 1, so it reads as put back: accepted
+    assert store.verify('r-n') == []
     assert [e.run_id for e in stored_effects(store, None, 'c-1')] == ['r-c']
 
     raw(db).execute("UPDATE runs SET conversation_id = 'c-2' WHERE run_id = 'r-c'")

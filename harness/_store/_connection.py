@@ -12,6 +12,8 @@
 - Schema: versioned in `meta.schema_version`; `MIGRATIONS[i]` takes version `i` to `i + 1` and all
   pending ones run in one transaction at open. A file newer than this code is refused, not touched.
 - A store sealed with another key (`_seal`) can be read, not written (`key_matches`).
+- Freshness (`_freshness`): a write that advances a run bumps its generation (`_advance`, which refuses a run older
+  than this machine saw it); once the write commits, the new generations are recorded outside the store.
 - JSON columns hold plain data (None, bool, int, float, str, list, dict with str keys); tuples
   are stored as lists; anything else is refused when written (`encode`), so what is read back equals what
   was written. A JSON value of `None` is stored as SQL NULL.
@@ -30,7 +32,9 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from .._errors import StoreError
-from ._seal import Sealer, SealKeyError, key_id, store_key
+from ._freshness import NEW_STORE_ID, Generations, generations_path, refusal, rolled_back
+from ._key import SealKeyError, from_environment, store_key
+from ._seal import Sealer, key_id
 
 T = TypeVar('T')
 
@@ -205,7 +209,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (budget_key, day)
         )""",
     ),
-    # 15 -> 16 (the lead renumbers): what each call in flight reserved on each stored dollar window (`_spend`), so
+    # 12 -> 13: what each call in flight reserved on each stored dollar window (`_spend`), so
     # whichever process ends it (a Temporal worker too) settles it; a conversation's window is a `spend` row too.
     (
         """CREATE TABLE spend_holds (
@@ -217,6 +221,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (run_id, seq, budget_key, day)
         )""",
     ),
+    # 13 -> 14: freshness (`_freshness`): each store a random id, each run a generation this machine records.
+    ('ALTER TABLE runs ADD COLUMN generation INTEGER', NEW_STORE_ID),
 ]
 
 
@@ -262,6 +268,11 @@ class Database:
         self._now = threading.local()
         """`on` while this thread is inside `at_once`."""
         self._busy_ms = int(busy_timeout * 1000)
+        self.store_id = ''
+        """The store's random id (`meta.store_id`): what this machine's record of its runs is kept under."""
+        self._noted: dict[str, int] = {}
+        """The generations the write under way advanced runs to, recorded once it commits."""
+        key_from_file = key is None and not from_environment()
         try:
             self._key = key if key is not None else store_key()
         except SealKeyError as exc:
@@ -270,6 +281,7 @@ class Database:
         self.key_matches = True
         """False when the store was sealed with another key: it can be read, not verified or written."""
         in_memory = self.path == ':memory:'
+        self._generations = None if in_memory else Generations(generations_path(key_from_file))
         if not in_memory and Path(self.path).is_dir():
             raise StoreError(f'{self.path} is a directory: the run store is a file, e.g. {self.path}/runs.db')
         if not in_memory:
@@ -298,6 +310,8 @@ class Database:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        if self._generations is not None:
+            self._generations.close()
 
     def __enter__(self) -> Self:
         return self
@@ -318,18 +332,57 @@ class Database:
                 'or replayed here. Set HARNESS_SECRET to the secret that sealed it, or use another store.'
             )
 
+        at_once = getattr(self._now, 'on', False)
+        generations = self._generations if not migrating else None
+        if generations is not None and not generations.open:
+            if at_once:
+                raise WouldWait  # opened once per process, off the event loop
+            generations.ready()
+
         def transaction(conn: sqlite3.Connection) -> T:
+            self._noted = {}
             conn.execute('BEGIN IMMEDIATE')
             try:
                 result = fn(conn)
                 conn.execute('COMMIT')
-                return result
             except BaseException:
                 if conn.in_transaction:
                     conn.execute('ROLLBACK')
                 raise
+            if generations is not None and self._noted:
+                generations.record(self.store_id, self._noted, at_once=at_once)
+            return result
 
         return self._retry(transaction)
+
+    def _advance(self, conn: sqlite3.Connection, run_id: str, *, created: bool = False) -> None:
+        """Bump the run's generation in this write (recorded once it commits); a run older than this machine saw it
+        is refused (`StoreRolledBack`), so nothing advances it. A new run starts past anything seen of its id."""
+        row = conn.execute('SELECT generation FROM runs WHERE run_id = ?', (run_id,)).fetchone()
+        if row is None:
+            return
+        generation, seen = row[0] or 0, self._seen(run_id)
+        if created:
+            generation = max(generation, seen)
+        elif generation < seen:
+            raise refusal(rolled_back(run_id, generation, seen), run_id)
+        conn.execute('UPDATE runs SET generation = ? WHERE run_id = ?', (generation + 1, run_id))
+        self._noted[run_id] = generation + 1
+
+    def _seen(self, run_id: str) -> int:
+        """The newest generation of the run this machine recorded; read before the store is (the record is never
+        ahead of a committed write)."""
+        if self._generations is None:
+            return 0
+        return self._generations.seen(self.store_id, run_id, at_once=getattr(self._now, 'on', False))
+
+    def accept_restore(self, run_id: str | None = None) -> None:
+        """Accept the store as it is now for one run (or all of them) on this machine: a store put back on purpose.
+        Its runs can then be resumed again, and calls they made after this state may run again."""
+        sql = 'SELECT run_id, coalesce(generation, 0) FROM runs' + (' WHERE run_id = ?' if run_id else '')
+        rows = self._read(lambda conn: conn.execute(sql, (run_id,) if run_id else ()).fetchall())
+        if self._generations is not None:
+            self._generations.accept(self.store_id, dict(rows))
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return self._retry(fn)
@@ -403,6 +456,8 @@ class Database:
             if meta.fetchone() is None:
                 return 0, None
             key = conn.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()
+            store = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+            self.store_id = store[0] if store else ''
             return _schema_version(conn), key[0] if key else None
 
         def refuse_newer(version: int) -> None:
@@ -428,6 +483,7 @@ class Database:
                         conn.execute(statement)
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(target),))
                 conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('key_id', ?)", (key_id(self._key),))
+                self.store_id = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()[0]
                 return conn.execute("SELECT value FROM meta WHERE key = 'key_id'").fetchone()[0]
 
             return self._write(write, migrating=True)

@@ -25,6 +25,7 @@ from .._records import CallRecord, CallSource, Decision, Owner, RunRow, Workflow
 from .._sandbox._runner import RestorePoint
 from .._sandbox._values import jsonable
 from ._connection import StoreFull
+from ._freshness import Rollback, refusal
 from ._snapshots import SnapshotRow
 from ._sqlite import RunStore
 
@@ -63,7 +64,7 @@ def plan_resume(
 ) -> Plan:
     """Continue from the newest snapshot. Reading the plan writes nothing: the run is taken (`take`) only
     once its catalog and the answers given are admitted."""
-    run = trusted_run(store, run_id)
+    run = trusted_run(store, run_id, resuming=True)
     calls = store.calls(run.run_id)
     history = History(
         mode='resume', calls={c.seq: c for c in calls}, answers=dict(answers or {}), retry_unknown=retry_unknown
@@ -180,10 +181,15 @@ def require_run(store: RunStore, run_id: str) -> RunRow:
     return run
 
 
-def trusted_run(store: RunStore, run_id: str) -> RunRow:
-    """A stored run whose record, journal and seals verify: only such a run is resumed, replayed or forked."""
+def trusted_run(store: RunStore, run_id: str, *, resuming: bool = False) -> RunRow:
+    """A stored run whose record, journal and seals verify: only such a run is resumed, replayed or forked. One older
+    than this machine saw it (put back from a backup or a copy) is not resumed (`StoreRolledBack`): going on could
+    repeat calls it made since; a replay runs nothing and a fork is asked for, so they may start from it."""
     run = require_run(store, run_id)
     problems = store.verify(run.run_id)
-    if problems:
+    if problems and isinstance(problems[0], Rollback):
+        if resuming:
+            raise refusal(problems[0], run.run_id)
+    elif problems:
         raise SnapshotError(f'Run {run.run_id} cannot be trusted, so nothing ran: {problems[0]}.', run_id=run.run_id)
     return run

@@ -8,8 +8,8 @@ Invariants:
   stopped renewing) is read as `interrupted` everywhere (`shown_status`): computed on read, never written, so
   no reader races the holder.
 - Sealed as written (`_seal`): every journal row over its run, its seq and all it says (its cost once settled,
-  `sealed_call`); every run over what it ran, how it ended and its journal head, brought up to date in the same
-  transaction; `verify` names the first part that does not match.
+  `sealed_call`); every run over what it ran, how it ended, its journal head and its generation (`_freshness`), brought
+  up to date in the same transaction; `verify` names the first part that does not match, or a rollback.
 - `CallRecord` and its row convert in one pair of functions (`_call_to_db`, `_call_from_db`).
 """
 
@@ -26,6 +26,7 @@ from typing import Any, get_args
 from .._errors import RunBusy
 from .._records import CallRecord, CallSource, CallStatus, Checkpoint, Decision, Owner, RunRow, RunStatus
 from ._connection import StoreError, decode, encode, encode_required
+from ._freshness import SEALED_GENERATION, rolled_back
 from ._seal import HEAD_FORMAT, advance, chained_head, head
 from ._snapshots import Snapshots
 
@@ -48,7 +49,7 @@ _CALL_COLUMNS = (
     'attempt, source, side_effect, cost_usd'
 )
 _SEALED_RUN = (
-    'run_id, script, status, created, prompt, value_json, error, parent_run_id, fork_at, '
+    f'run_id, script, status, created, prompt, value_json, error, parent_run_id, {SEALED_GENERATION}, '
     'CASE WHEN conversation_id IS NULL THEN orchestrator_run_id ELSE json_array(orchestrator_run_id, conversation_id) '
     'END, inputs_json, access_json, catalog_json, calls_count, journal_head'
 )
@@ -97,7 +98,7 @@ class Runs(Snapshots):
                     'UPDATE runs SET owner = ?, lease_until = ? WHERE run_id = ?',
                     (str(owner), time.time() + self._ttl(ttl), run.run_id),
                 )
-            self._reseal(conn, run.run_id)
+            self._reseal(conn, run.run_id, created=True)
 
         self._write(write)
 
@@ -296,6 +297,8 @@ class Runs(Snapshots):
                 if not rows and snapshot_row is None:
                     return None
             guard, params = _owner_guard(expect_owner)
+            if rows:  # a journal write advances the run (a call's start before it runs, its result before it is seen)
+                self._advance(conn, run_id)
             # One read and one update of the run per write: its sealed fields, then count, head and seal.
             sealed = conn.execute(
                 f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?{guard}', (run_id, *params)
@@ -343,13 +346,16 @@ class Runs(Snapshots):
 
     def decide(self, run_id: str, seq: int, decision: Decision) -> None:
         """Record a person's decision on a waiting call (a later decision replaces an earlier one)."""
-        self._write(
-            lambda conn: conn.execute(
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
                 'INSERT OR REPLACE INTO decisions (run_id, seq, approved, reason, decided_by, decided_at) '
                 'VALUES (?, ?, ?, ?, ?, ?)',
                 (run_id, seq, int(decision.approved), decision.reason, decision.decided_by, decision.decided_at),
             )
-        )
+            self._reseal(conn, run_id)  # a decision advances the run
+
+        self._write(write)
 
     def decisions(self, run_id: str) -> dict[int, Decision]:
         rows = self._read(
@@ -444,8 +450,10 @@ class Runs(Snapshots):
             return [f'the store is sealed with another key, so run {run_id} cannot be verified here']
 
         def read(conn: sqlite3.Connection) -> list[str]:
-            run = conn.execute(f'SELECT {_SEALED_RUN}, seal FROM runs WHERE run_id = ?', (run_id,)).fetchone()
-            if run is None:
+            seen = self._seen(run_id)  # this machine's record first: it is never ahead of what is committed
+            found = conn.execute(f'SELECT {_SEALED_RUN}, seal, generation FROM runs WHERE run_id = ?', (run_id,))
+            *run, generation = found.fetchone() or (None,)
+            if not run:
                 return [f'no run {run_id!r}']
             if run[-1] is None:
                 return [f'run {run_id} carries no seal (it was written before runs were sealed)']
@@ -469,7 +477,7 @@ class Runs(Snapshots):
                     f'the journal of run {run_id} is not the one it was sealed with: a call was removed, or '
                     'put back to an earlier version of itself'
                 ]
-            return []
+            return [rolled_back(run_id, generation or 0, seen)] if (generation or 0) < seen else []
 
         return self._read(read)
 
@@ -492,7 +500,8 @@ class Runs(Snapshots):
         # A run begun by an earlier version: its head is recomputed in this format once, from every row.
         return head(seal or '' for (seal,) in conn.execute('SELECT seal FROM calls WHERE run_id = ?', (run_id,)))
 
-    def _reseal(self, conn: sqlite3.Connection, run_id: str) -> None:
+    def _reseal(self, conn: sqlite3.Connection, run_id: str, *, created: bool = False) -> None:
+        self._advance(conn, run_id, created=created)  # every resealed change advances the run
         fields = conn.execute(f'SELECT {_SEALED_RUN} FROM runs WHERE run_id = ?', (run_id,)).fetchone()
         if fields is not None:
             conn.execute('UPDATE runs SET seal = ? WHERE run_id = ?', (self._sealer.mac(*fields), run_id))

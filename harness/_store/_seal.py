@@ -9,7 +9,7 @@ What is sealed (HMAC-SHA256 with the key):
 - every snapshot, over its run id, its position, the ledger of calls it waits on and the Monty dump.
 
 The key is `HARNESS_SECRET` (any text), else a random key in a 0600 file in the user's config
-directory (`$XDG_CONFIG_HOME/harness/secret`, created on first use). The store records only the
+directory (`$XDG_CONFIG_HOME/harness/secret`, created on first use; `_key`). The store records only the
 key's id, to tell "sealed with another key" from "tampered with". This protects against anyone who
 can edit the store but not read the key; it does not protect against someone who has the key (or
 runs code as the same user).
@@ -20,47 +20,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import secrets
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-
-class SealKeyError(Exception):
-    """The key cannot be read or created; the message names the fix."""
-
-
-def config_dir() -> Path:
-    base = os.environ.get('XDG_CONFIG_HOME') or os.path.join(os.path.expanduser('~'), '.config')
-    return Path(base) / 'harness'
-
-
-def store_key() -> bytes:
-    """The key that seals run stores: `HARNESS_SECRET`, else the user's key file (created on first use)."""
-    secret = os.environ.get('HARNESS_SECRET')
-    if secret:
-        return hashlib.sha256(b'harness-secret:' + secret.encode()).digest()
-    path = config_dir() / 'secret'
-    try:
-        return bytes.fromhex(path.read_text().strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError) as exc:
-        raise SealKeyError(
-            f'cannot read the harness key at {path} ({exc}): fix or remove it, or set HARNESS_SECRET.'
-        ) from None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process created it meanwhile
-        return bytes.fromhex(path.read_text().strip())
-    except OSError as exc:
-        raise SealKeyError(f'cannot create the harness key at {path} ({exc.strerror}): set HARNESS_SECRET.') from None
-    key = secrets.token_bytes(32)
-    with os.fdopen(fd, 'w') as f:
-        f.write(key.hex())
-    return key
+from ._key import SealKeyError as SealKeyError  # the key is `_key`'s; named here as it was
+from ._key import config_dir as config_dir
+from ._key import store_key as store_key
 
 
 def key_id(key: bytes) -> str:
