@@ -343,7 +343,7 @@ def test_a_run_created_again_under_an_id_this_machine_saw_starts_past_it(machine
 def test_a_store_from_before_generations_verifies_and_resumes(
     desk: tuple[Path, Path, Callable[[], Harness]], tmp_path: Path
 ) -> None:
-    """A store written before generations (schema 12: no `runs.generation`, no store id) is migrated: its runs,
+    """A store written before generations (schema 13: no `runs.generation`, no store id) is migrated: its runs,
     sealed as they were, verify and resume."""
     store, markers, open_bank = desk
     run_id = waiting_and_approved(open_bank)
@@ -351,7 +351,7 @@ def test_a_store_from_before_generations_verifies_and_resumes(
     with sqlite3.connect(store) as db:  # as the harness before this one left it
         db.execute('ALTER TABLE runs DROP COLUMN generation')
         db.execute("DELETE FROM meta WHERE key = 'store_id'")
-        db.execute("UPDATE meta SET value = '12' WHERE key = 'schema_version'")
+        db.execute("UPDATE meta SET value = '13' WHERE key = 'schema_version'")
         fields = db.execute(f'SELECT {old_fields} FROM runs').fetchone()
         db.execute('UPDATE runs SET seal = ?', (Sealer(store_key()).mac(*fields),))
     db.close()

@@ -61,7 +61,7 @@ class LiveCalls:
         if event.kind in ('finished', 'failed') and event.call.cost_usd is not None:  # what it settled to
             tag += f' [dim]· {format_cost(event.call.cost_usd)}[/dim]'
             if event.reserved_usd:  # other calls still hold reservations: the turn's dollars with them
-                tag += f' [dim]· {escape(event.dollars or "")}[/dim]'
+                tag += f' [dim]· {safe(event.dollars or "")}[/dim]'
         if event.kind == 'refused':
             if number is not None:  # a rule's refusal is a call of the run (journaled); a budget's is not
                 self.count += 1
