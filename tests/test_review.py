@@ -224,17 +224,19 @@ async def test_the_cli_shows_the_plan_and_approves_it(tmp_path: Path, cli: Any) 
     assert calls == ['draft ann', 'send ann', 'draft bob', 'send bob']
 
 
+def writes_the_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The orchestrator's model: runs SCRIPT, then reports what the tool answered."""
+    for part in messages[-1].parts:
+        if isinstance(part, ToolReturnPart | RetryPromptPart):
+            return ModelResponse(parts=[TextPart(f'done: {part.content}')])
+    return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': SCRIPT})])
+
+
 def test_under_an_orchestrator_the_plan_is_a_deferred_approval_of_run_workflow(tmp_path: Path) -> None:
     calls: list[str] = []
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        for part in messages[-1].parts:
-            if isinstance(part, ToolReturnPart | RetryPromptPart):
-                return ModelResponse(parts=[TextPart(f'done: {part.content}')])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': SCRIPT})])
-
     with build(tmp_path / 'runs.db', calls) as h:
-        agent = h.orchestrator(FunctionModel(model))
+        agent = h.orchestrator(FunctionModel(writes_the_script))
         first = agent.run_sync('email ann and bob')
         assert isinstance(first.output, DeferredToolRequests) and calls == []
         (call,) = first.output.approvals
@@ -252,14 +254,8 @@ def test_a_plan_rejected_in_the_store_tells_the_model_its_worst_case(tmp_path: P
     estimate, so the model can write a smaller script."""
     calls: list[str] = []
 
-    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        for part in messages[-1].parts:
-            if isinstance(part, ToolReturnPart | RetryPromptPart):
-                return ModelResponse(parts=[TextPart(f'done: {part.content}')])
-        return ModelResponse(parts=[ToolCallPart('run_workflow', {'code': SCRIPT})])
-
     with build(tmp_path / 'runs.db', calls) as h:
-        agent = h.orchestrator(FunctionModel(model))
+        agent = h.orchestrator(FunctionModel(writes_the_script))
         first = agent.run_sync('email ann and bob')
         assert isinstance(first.output, DeferredToolRequests)
         (call,) = first.output.approvals
